@@ -1,0 +1,403 @@
+"""Guidance sources (Agent-RLVR, arXiv 2506.11425): hint text for an instance the policy failed.
+
+Agent-RLVR gives a failed instance three kinds of guidance and lets the agent try again:
+- *plan*: the steps and the crux of the fix;
+- *environment feedback*: what went wrong in the previous attempt (errors, failing tests);
+- *environment interaction*: where to edit (file, function, lines). Here it is called `location`.
+
+Two sources produce them, picked by name:
+- `rules` (the default, no model): the location comes from the gold patch's hunks and the enclosing
+  functions or classes of the base file (through the AST); the feedback from the failed episode's
+  validation (failing tests, assertion messages, the last traceback frames, format errors, an empty
+  or unappliable patch); the plan from the problem statement and the shape of the fix.
+- `teacher`: an OpenAI-compatible chat model sees the issue, the gold patch and the failure trace
+  and writes the three sections. Answers are cached per (instance, failure); a timeout or an
+  answer without the three sections falls back to `rules` with a warning.
+
+Simplifications: the paper's teacher is a frontier model with a prompt we do not have; ours is
+written for this project. `allow_verbatim=False` (the default) keeps code from the gold patch out
+of rule-based hints; a teacher is asked not to quote it, and `leakage` measures whether it did.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import logging
+import re
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Protocol
+
+from swe_rlvr.config import GuidanceConfig
+from swe_rlvr.instances import Instance
+
+log = logging.getLogger(__name__)
+
+PARTS = ("plan", "feedback", "location")
+ReadBase = Callable[[Instance, str], str]
+"""(instance, path) -> the file's text at the base commit ("" if it does not exist there)."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What the failed episode left behind, from its rollout and validation rows."""
+
+    episode_id: str = ""
+    patch: str = ""
+    termination: str = ""
+    format_errors: int = 0
+    patch_applied: bool = True
+    f2p_failed: tuple[str, ...] = ()
+    p2p_failed: tuple[str, ...] = ()
+    log_excerpt: str = ""
+
+    def key(self) -> str:
+        """Stable identity of the failure, for caching a teacher's answer."""
+        body = json.dumps([self.patch, self.termination, self.f2p_failed, self.p2p_failed,
+                           self.log_excerpt[-2000:]], sort_keys=True)
+        return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Guidance:
+    instance_id: str
+    failed_episode_id: str
+    plan: str
+    feedback: str
+    location: str
+    source: str
+    leakage: float = 0.0
+    parts: tuple[str, ...] = PARTS
+
+    def text(self) -> str:
+        """The block injected after the issue: the chosen parts, each under its heading."""
+        titles = {"plan": "Plan", "feedback": "Feedback on your previous attempt",
+                  "location": "Location"}
+        sections = [f"{titles[p]}:\n{getattr(self, p).strip()}" for p in self.parts
+                    if getattr(self, p).strip()]
+        return "\n\n".join(sections)
+
+    def to_row(self) -> dict:
+        return {"instance_id": self.instance_id, "failed_episode_id": self.failed_episode_id,
+                "plan": self.plan, "feedback": self.feedback, "location": self.location,
+                "text": self.text(), "source": self.source, "leakage": self.leakage}
+
+
+class GuidanceSource(Protocol):
+    def make(self, instance: Instance, failure: Failure) -> Guidance: ...
+
+
+# --------------------------------------------------------------------------- patch anatomy
+
+
+@dataclass
+class Hunk:
+    path: str
+    old_start: int
+    old_len: int
+    removed: list[str] = field(default_factory=list)
+    added: list[str] = field(default_factory=list)
+
+    def old_lines(self) -> range:
+        """Base-file lines the hunk replaces (an insertion spans the line it follows)."""
+        return range(self.old_start, self.old_start + max(self.old_len, 1))
+
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@")
+
+
+def parse_hunks(patch: str) -> list[Hunk]:
+    """Unified diff -> hunks with old-side line numbers and their removed/added lines."""
+    hunks: list[Hunk] = []
+    path = ""
+    for line in patch.splitlines():
+        if line.startswith("+++ "):
+            path = line[4:].removeprefix("b/").strip()
+        elif (m := _HUNK.match(line)):
+            hunks.append(Hunk(path, int(m[1]), int(m[2]) if m[2] is not None else 1))
+        elif hunks and line.startswith("-") and not line.startswith("---"):
+            hunks[-1].removed.append(line[1:])
+        elif hunks and line.startswith("+") and not line.startswith("+++"):
+            hunks[-1].added.append(line[1:])
+    return hunks
+
+
+def changed_span(hunk: Hunk) -> tuple[int, int]:
+    """First and last base-file line the hunk really changes (context lines excluded)."""
+    return hunk.old_start, hunk.old_start + max(hunk.old_len, 1) - 1
+
+
+def enclosing_symbol(source: str, line: int) -> str:
+    """Qualified name of the innermost function or class around `line` ("" = module level)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return ""
+    best: list[str] = []
+
+    def visit(node: ast.AST, stack: list[str]) -> None:
+        nonlocal best
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                start = min([d.lineno for d in child.decorator_list] + [child.lineno])
+                if start <= line <= (child.end_lineno or child.lineno):
+                    best = stack + [child.name]
+                    visit(child, best)
+            else:
+                visit(child, stack)
+    visit(tree, [])
+    return ".".join(best)
+
+
+@dataclass(frozen=True)
+class Location:
+    path: str
+    symbol: str
+    start: int
+    end: int
+
+    def describe(self) -> str:
+        where = f"function `{self.symbol}`" if self.symbol else "module level"
+        lines = f"line {self.start}" if self.start == self.end else f"lines {self.start}-{self.end}"
+        return f"- File `{self.path}`, {where} ({lines})"
+
+
+def locate(instance: Instance, read_base: ReadBase) -> list[Location]:
+    """Where the gold patch edits: one entry per (file, enclosing symbol), merged line spans."""
+    merged: dict[tuple[str, str], list[int]] = {}
+    for hunk in parse_hunks(instance.patch):
+        source = read_base(instance, hunk.path) if hunk.path.endswith(".py") else ""
+        start, end = _real_change(hunk, source)
+        symbol = enclosing_symbol(source, start) if source else ""
+        span = merged.setdefault((hunk.path, symbol), [start, end])
+        span[0], span[1] = min(span[0], start), max(span[1], end)
+    return [Location(p, s, a, b) for (p, s), (a, b) in merged.items()]
+
+
+def _real_change(hunk: Hunk, source: str) -> tuple[int, int]:
+    """Narrow a hunk's old-side range to the removed lines when the base text is known."""
+    if not source or not hunk.removed:
+        return changed_span(hunk)
+    base = source.splitlines()
+    rows = [n for n in hunk.old_lines() if 0 < n <= len(base) and base[n - 1] in hunk.removed]
+    return (min(rows), max(rows)) if rows else changed_span(hunk)
+
+
+# --------------------------------------------------------------------------- the three parts
+
+
+def location_text(locations: list[Location]) -> str:
+    return "\n".join(loc.describe() for loc in locations)
+
+
+_ASSERT = re.compile(r"^E\s+(.*\S)")
+_FRAME = re.compile(r"^(\S+\.py):(\d+): (?:in (\S+)|(\w*Error.*))")
+
+
+def feedback_text(failure: Failure, max_items: int = 5) -> str:
+    """What went wrong last time, from the validation and the episode's end."""
+    notes = _episode_notes(failure)
+    failing = list(failure.f2p_failed) + list(failure.p2p_failed)
+    if failing:
+        shown = ", ".join(f"`{t}`" for t in failing[:max_items])
+        more = f" and {len(failing) - max_items} more" if len(failing) > max_items else ""
+        notes.append(f"These tests failed with your patch: {shown}{more}.")
+    asserts = [m[1] for line in failure.log_excerpt.splitlines() if (m := _ASSERT.match(line))]
+    if asserts:
+        notes.append("Assertion output:\n" + "\n".join(f"    {a}" for a in asserts[:max_items]))
+    frames = [line for line in failure.log_excerpt.splitlines() if _FRAME.match(line)]
+    if frames:
+        notes.append("Last traceback frames:\n" + "\n".join(f"    {f}" for f in frames[-3:]))
+    return "\n".join(notes)
+
+
+def _episode_notes(failure: Failure) -> list[str]:
+    notes = []
+    if not failure.patch.strip():
+        notes.append("Your previous attempt submitted no change at all.")
+    elif not failure.patch_applied:
+        notes.append("Your previous patch did not apply to the repository.")
+    if failure.format_errors:
+        notes.append(f"{failure.format_errors} of your replies had no single valid command block; "
+                     "answer with exactly one fenced command block per turn.")
+    if failure.termination in ("max_turns", "context_overflow", "timeout"):
+        notes.append(f"The attempt ran out of budget ({failure.termination.replace('_', ' ')}) "
+                     "before submitting; work in fewer, more decisive steps.")
+    return notes
+
+
+def plan_text(instance: Instance, locations: list[Location], allow_verbatim: bool) -> str:
+    """Steps and the crux, from the issue's first sentence and the shape of the fix."""
+    files = sorted({loc.path for loc in locations})
+    hunks = parse_hunks(instance.patch)
+    tests = ", ".join(f"`{t}`" for t in instance.fail_to_pass[:3])
+    steps = [f"1. Reproduce the problem described in the issue: {_first_sentence(instance)}",
+             f"2. Read the code involved in {_plural(len(files), 'file')}: "
+             + ", ".join(f"`{f}`" for f in files) + ".",
+             f"3. The fix is small: {_plural(len(hunks), 'edit')} "
+             f"({_shape(hunks)}). Change the behaviour, not the tests.",
+             f"4. Check the behaviour the tests expect ({tests}) and make sure the existing "
+             "tests still pass, then submit."]
+    if allow_verbatim:
+        steps.append("5. The fixed lines read:\n" + "\n".join(
+            f"    {line}" for h in hunks for line in h.added if line.strip()))
+    return "\n".join(steps)
+
+
+def _first_sentence(instance: Instance) -> str:
+    text = " ".join(instance.problem_statement.split())
+    match = re.search(r"(.{20,300}?[.!?])(\s|$)", text)
+    return (match[1] if match else text[:200]).strip()
+
+
+def _shape(hunks: list[Hunk]) -> str:
+    removed = sum(len(h.removed) for h in hunks)
+    added = sum(len(h.added) for h in hunks)
+    return f"about {removed} line(s) changed or removed, {added} added"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def leakage(text: str, gold_patch: str, min_chars: int = 8) -> float:
+    """Fraction of the gold patch's added code lines that appear verbatim in `text`.
+
+    Lines shorter than `min_chars` once stripped (`return x`, `}`) are ignored: they carry too
+    little of the fix to count as a leak and would match by chance.
+    """
+    added = {line.strip() for h in parse_hunks(gold_patch) for line in h.added}
+    added = {line for line in added if len(line) >= min_chars}
+    if not added:
+        return 0.0
+    return sum(1 for line in added if line in text) / len(added)
+
+
+# --------------------------------------------------------------------------- sources
+
+
+@dataclass
+class RulesSource:
+    read_base: ReadBase
+    cfg: GuidanceConfig = field(default_factory=GuidanceConfig)
+
+    def make(self, instance: Instance, failure: Failure) -> Guidance:
+        locations = locate(instance, self.read_base)
+        guidance = Guidance(instance.instance_id, failure.episode_id,
+                            plan=plan_text(instance, locations, self.cfg.allow_verbatim),
+                            feedback=feedback_text(failure), location=location_text(locations),
+                            source="rules", parts=tuple(self.cfg.parts))
+        return _with_leakage(guidance, instance)
+
+
+def _with_leakage(g: Guidance, instance: Instance) -> Guidance:
+    return Guidance(g.instance_id, g.failed_episode_id, g.plan, g.feedback, g.location, g.source,
+                    leakage(g.text(), instance.patch), g.parts)
+
+
+TEACHER_PROMPT = """You are a senior engineer mentoring a junior developer who tried to fix a \
+GitHub issue and failed. Write guidance for their next attempt in exactly three sections, each \
+starting on its own line with its heading:
+
+PLAN: the steps to take and the crux of the problem.
+FEEDBACK: what went wrong in their previous attempt, from the trace below.
+LOCATION: the files, functions and line ranges to edit.
+
+{verbatim_rule}
+
+# Issue
+{issue}
+
+# Reference fix (for you only)
+{gold}
+
+# Their previous attempt
+Termination: {termination}; format errors: {format_errors}
+Their patch:
+{patch}
+Failing tests: {failing}
+Test log (end):
+{log}
+"""
+
+_SECTION = re.compile(r"^(PLAN|FEEDBACK|LOCATION):\s*", re.MULTILINE)
+
+
+def parse_teacher(answer: str) -> dict[str, str]:
+    """Split a teacher answer into its three sections; raises ValueError if one is missing."""
+    pieces = _SECTION.split(answer)
+    sections = {pieces[i].lower(): pieces[i + 1].strip() for i in range(1, len(pieces) - 1, 2)}
+    missing = [p for p in PARTS if not sections.get(p)]
+    if missing:
+        raise ValueError(f"teacher answer lacks section(s) {', '.join(missing).upper()}")
+    return sections
+
+
+@dataclass
+class TeacherSource:
+    read_base: ReadBase
+    cfg: GuidanceConfig
+    cache_dir: Path | None = None
+
+    def make(self, instance: Instance, failure: Failure) -> Guidance:
+        try:
+            sections = self._sections(instance, failure)
+        except (OSError, ValueError, KeyError) as exc:
+            log.warning("teacher guidance failed for %s (%s); falling back to rules",
+                        instance.instance_id, exc)
+            return RulesSource(self.read_base, self.cfg).make(instance, failure)
+        g = Guidance(instance.instance_id, failure.episode_id, sections["plan"],
+                     sections["feedback"], sections["location"], "teacher",
+                     parts=tuple(self.cfg.parts))
+        return _with_leakage(g, instance)
+
+    def _sections(self, instance: Instance, failure: Failure) -> dict[str, str]:
+        cached = self._cache_path(instance, failure)
+        if cached and cached.exists():
+            return json.loads(cached.read_text())
+        sections = parse_teacher(self._ask(self._prompt(instance, failure)))
+        if cached:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            cached.write_text(json.dumps(sections))
+        return sections
+
+    def _cache_path(self, instance: Instance, failure: Failure) -> Path | None:
+        if self.cache_dir is None:
+            return None
+        return Path(self.cache_dir) / instance.instance_id / f"{failure.key()}.json"
+
+    def _prompt(self, instance: Instance, failure: Failure) -> str:
+        rule = ("You may quote the reference fix." if self.cfg.allow_verbatim else
+                "Never quote code from the reference fix: describe intent and location only.")
+        failing = ", ".join(failure.f2p_failed + failure.p2p_failed) or "none recorded"
+        return TEACHER_PROMPT.format(
+            verbatim_rule=rule, issue=instance.problem_statement[:6000], gold=instance.patch[:6000],
+            termination=failure.termination or "unknown", format_errors=failure.format_errors,
+            patch=failure.patch[:4000] or "(empty)", failing=failing, log=failure.log_excerpt[-3000:])
+
+    def _ask(self, prompt: str) -> str:
+        url = self.cfg.teacher_base_url.rstrip("/") + "/chat/completions"
+        body = {"model": self.cfg.teacher_model, "temperature": 0.0, "max_tokens": 800,
+                "messages": [{"role": "user", "content": prompt}]}
+        request = urllib.request.Request(url, json.dumps(body).encode(),
+                                         {"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=self.cfg.teacher_timeout_s) as response:
+            return json.loads(response.read())["choices"][0]["message"]["content"]
+
+
+def make_source(cfg: GuidanceConfig, read_base: ReadBase, cache_dir: Path | None = None) -> GuidanceSource:
+    """The guidance source named by `cfg.source`."""
+    bad = [p for p in cfg.parts if p not in PARTS]
+    if bad:
+        raise ValueError(f"Unknown guidance part(s) {bad} in guidance.parts; choose from {PARTS}.")
+    if cfg.source == "rules":
+        return RulesSource(read_base, cfg)
+    if cfg.source == "teacher":
+        if not cfg.teacher_base_url or not cfg.teacher_model:
+            raise ValueError("guidance.source=teacher needs guidance.teacher_base_url and "
+                             "guidance.teacher_model (an OpenAI-compatible server).")
+        return TeacherSource(read_base, cfg, cache_dir)
+    raise ValueError(f"Unknown guidance source {cfg.source!r}; choose one of: rules, teacher.")

@@ -1,0 +1,59 @@
+"""The `swe-rlvr` command line.
+
+Each command group lives beside the code it drives and registers itself through a `register(sub)`
+function; the modules are imported lazily by name, and each keeps heavy imports (torch, prefect,
+docker) inside its handlers, so `swe-rlvr --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+# command group -> "module:function" that adds its subparsers
+COMMAND_GROUPS: dict[str, str] = {
+    "instances": "swe_rlvr.instances_cli:register",
+    "sandbox": "sandbox.cli:register",
+    "model": "agent.cli:register",
+    "train": "flows.cli:register",
+    "experiment": "flows.experiment_cli:register",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="swe-rlvr", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for target in COMMAND_GROUPS.values():
+        module_name, func_name = target.split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and module_name.startswith(exc.name):
+                continue  # a command group that this installation does not ship yet
+            raise
+        getattr(module, func_name)(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    try:
+        return int(args.handler(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the CLI boundary: one clear line, not a traceback
+        from swe_rlvr.config import ConfigError
+        if isinstance(exc, (ConfigError, FileNotFoundError, ValueError)) and not args.verbose:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

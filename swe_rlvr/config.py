@@ -1,0 +1,463 @@
+"""One frozen, typed configuration tree for the whole system.
+
+YAML files in `configs/` only set values: every key maps to a dataclass field below, an unknown key
+or a wrong type raises `ConfigError` naming the key and listing the valid ones, and dotted
+`section.key=value` overrides apply on top (values parse as YAML scalars).
+
+Defaults follow the seed papers where they apply, and each field's docstring names its source:
+- Nebius = "Training Long-Context, Multi-Turn Software Engineering Agents with RL" (2508.03501);
+- Agent-RLVR = "Agent-RLVR: Training SWE agents via guidance and environment rewards" (2506.11425);
+- DAPO = "DAPO: an open-source LLM RL system at scale" (2503.14476).
+
+A `preset` (top-level key) applies a named bundle of paper settings *before* the file's own values,
+so `preset: nebius` with `algorithm.clip_high: 0.25` still ends at 0.25.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A config value or key is wrong; the message names the key and the fix."""
+
+
+@dataclass(frozen=True)
+class InstancesConfig:
+    source: str = "builtin"
+    """Instance file (JSON, JSONL or Parquet of any SWE-bench-family format), or "builtin"."""
+    format: str = "auto"
+    """Loader: auto, swe-bench, swe-gym, swe-rebench, swe-smith, internal."""
+    train_split: str = "train"
+    """Split that rollouts and training draw from. Never the eval split."""
+    ids: tuple[str, ...] = ()
+    """Restrict to these instance ids (empty: all of the split)."""
+    limit: int = 0
+    """Use at most this many instances per iteration (0: all)."""
+    skip_invalid: bool = False
+    """Skip (and report) malformed records instead of failing the whole load."""
+    repo_store: str = ""
+    """Directory of git repos named owner/name or owner__name ("" = <run_root>/.cache/repos)."""
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    backend: str = "local"
+    """Sandbox backend: local (bubblewrap/unshare/process group) or docker."""
+    isolation: str = "auto"
+    """Local isolation: auto (best available), bwrap, unshare or pgroup."""
+    command_timeout_s: float = 60.0
+    """Wall-clock limit of one agent command; the whole process tree is killed after it."""
+    test_timeout_s: float = 900.0
+    """Wall-clock limit of the grading test run; exceeding it is an infrastructure failure."""
+    memory_mb: int = 4096
+    """Address-space limit per command (RLIMIT_AS), in MiB."""
+    max_procs: int = 512
+    """Process limit (RLIMIT_NPROC inside the sandbox's own user namespace, pids in Docker)."""
+    file_size_mb: int = 512
+    """Largest file a command may write (RLIMIT_FSIZE), in MiB."""
+    cpu_time_s: int = 600
+    """CPU seconds per command (RLIMIT_CPU)."""
+    output_limit_bytes: int = 65536
+    """Command output kept; the rest is replaced with a truncation marker."""
+    network: bool = False
+    """Allow network access from commands (off: SWE-bench grading needs none)."""
+    workdir: str = ""
+    """Where working copies live ("" = a temp directory)."""
+    env_cache: str = ""
+    """Where per-instance virtualenvs are cached by spec hash ("" = <run_root>/.cache/envs)."""
+    docker_image: str = ""
+    """Docker image for every instance ("" = the instance's own image name)."""
+    docker_cpus: float = 1.0
+    """CPUs per container (Docker backend)."""
+    ttl_s: int = 7200
+    """Dead-man switch: a sandbox older than this is removed by the sweeper."""
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    scaffold: str = "swe-agent"
+    """Tool set: swe-agent (Nebius's SWE-agent-style tools) or bash (mini-swe-agent style)."""
+    max_turns: int = 40
+    """Turn limit of one episode (Nebius stage 1 used a 40-turn budget)."""
+    context_tokens: int = 65536
+    """Context-token budget of one episode (Nebius stage 1: 65k; stage 2: 131k)."""
+    max_new_tokens: int = 2048
+    """Tokens the policy may generate in one turn."""
+    wall_time_s: float = 1800.0
+    """Wall-clock limit of one episode."""
+    max_format_errors: int = 3
+    """Consecutive format errors that end an episode."""
+    observation_chars: int = 8000
+    """Observations longer than this are truncated with a marker."""
+    one_shot_demo: bool = False
+    """Add a worked demonstration to the system prompt (Nebius did this for RFT data collection)."""
+    window: int = 100
+    """Lines shown by `open`/`scroll` (SWE-agent's file viewer)."""
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    name: str = "hf"
+    """Policy engine: hf (transformers), vllm (offline LLM) or openai (a /v1/completions server)."""
+    model: str = ""
+    """HF model directory (safetensors). The quickstart builds one with `swe-rlvr model`."""
+    dtype: str = "auto"
+    """auto (bf16 on GPU, fp32 on CPU), float32, bfloat16 or float16."""
+    device: str = "auto"
+    """auto, cpu or cuda."""
+    temperature: float = 1.0
+    """Sampling temperature (Nebius: 1.0 with every other sampling filter off)."""
+    max_batch: int = 16
+    """Most sequences generated together (hf engine)."""
+    torch_threads: int = 0
+    """torch CPU threads for generation (0: leave torch's default)."""
+    base_url: str = ""
+    """openai engine: server URL, e.g. http://127.0.0.1:8000/v1."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """openai engine: environment variable holding the API key."""
+    served_model: str = ""
+    """openai engine: model name on the server ("" = the server's first model)."""
+    gpu_memory_utilization: float = 0.85
+    """vllm engine: fraction of GPU memory for weights and KV cache."""
+    seed: int = 0
+    """Sampling seed."""
+
+
+@dataclass(frozen=True)
+class GuidanceConfig:
+    enabled: bool = True
+    """Give failed instances guidance and a guided re-attempt (Agent-RLVR)."""
+    source: str = "rules"
+    """rules (no model) or teacher (an OpenAI-compatible model)."""
+    parts: tuple[str, ...] = ("plan", "feedback", "location")
+    """Which of Agent-RLVR's three guidance kinds to include."""
+    allow_verbatim: bool = False
+    """Allow code from the gold patch in the hint (default: location and intent only)."""
+    trigger: str = "unresolved"
+    """unresolved: instances with no resolved episode in the group; any_failure: any failed one."""
+    attempts: int = 4
+    """G': guided re-attempts per failed instance."""
+    mode: str = "pairs"
+    """strip, keep, or pairs (Agent-RLVR: DPO on guided success vs unguided failure)."""
+    teacher_base_url: str = ""
+    """teacher source: OpenAI-compatible server URL."""
+    teacher_model: str = ""
+    """teacher source: model name."""
+    teacher_timeout_s: float = 60.0
+    """teacher source: request timeout; on failure the rules source is used with a warning."""
+
+
+@dataclass(frozen=True)
+class RewardConfig:
+    turn_penalty: bool = True
+    """Nebius's linear turn penalty: 0 below l_thr turns, down to -1 at t_max."""
+    l_thr: int = 20
+    """Turns before the penalty starts (L_thr)."""
+    t_max: int = 40
+    """Turns at which the penalty reaches -1 (T_max; the agent's turn limit)."""
+    overlong_penalty: bool = False
+    """DAPO's soft overlong punishment on generated tokens (off, as in Nebius)."""
+    overlong_buffer: int = 4096
+    """DAPO: tokens before the maximum length where the soft penalty starts."""
+    format_penalty: float = 0.0
+    """Subtracted per format-error turn (0: off)."""
+
+
+@dataclass(frozen=True)
+class AlgorithmConfig:
+    name: str = "dapo"
+    """Policy update: dapo, grpo, rft or dpo."""
+    group_size: int = 10
+    """G, episodes per instance per iteration (Nebius: 10)."""
+    advantage: str = "grpo"
+    """grpo: (r - mean)/(std + eps) (Nebius/DAPO); drgrpo: mean-only; rloo: leave-one-out."""
+    adv_eps: float = 1e-6
+    """eps in the advantage denominator."""
+    clip_low: float = 0.2
+    """PPO lower clip epsilon (DAPO: 0.2)."""
+    clip_high: float = 0.28
+    """Upper clip epsilon, clip-higher (DAPO: 0.28; Nebius: 0.3 via `preset: nebius`)."""
+    loss_agg: str = "token_mean"
+    """token_mean over all action tokens in the batch (DAPO) or seq_mean (GRPO)."""
+    kl_coef: float = 0.0
+    """KL (k3) coefficient against a reference model (DAPO and Nebius: none)."""
+    dynamic_sampling: bool = True
+    """Drop groups whose rewards are all equal (DAPO)."""
+    dpo_beta: float = 0.1
+    """DPO temperature beta."""
+    curriculum: bool = False
+    """Nebius stage 2: drop instances solved often enough or never solved."""
+    curriculum_max_rate: float = 2 / 3
+    """Curriculum: drop instances whose past success rate reaches this."""
+
+
+@dataclass(frozen=True)
+class TrainerConfig:
+    engine: str = "torch"
+    """torch (CPU or one GPU) or deepspeed (ZeRO-2/3)."""
+    lr: float = 1e-6
+    """DAPO learning rate (Nebius: 1e-6)."""
+    rft_lr: float = 5e-6
+    """RFT/SFT learning rate (Nebius: 5e-6)."""
+    weight_decay: float = 0.1
+    """AdamW weight decay (Nebius: 0.1)."""
+    grad_clip: float = 1.0
+    """Gradient-norm clip (Nebius: 1.0)."""
+    epochs: int = 1
+    """Passes over each iteration's data (Nebius: 1)."""
+    minibatches: int = 1
+    """Optimiser steps per epoch for DAPO (1 = fully on-policy)."""
+    pack_tokens: int = 16384
+    """Token budget of one packed sequence."""
+    grad_checkpointing: bool = False
+    """Recompute activations in backward to save memory."""
+    schedule: str = "cosine"
+    """LR schedule for SFT/RFT: cosine or constant (Nebius: cosine)."""
+    warmup_steps: int = 0
+    """Linear warm-up steps."""
+    zero_stage: int = 3
+    """DeepSpeed ZeRO stage (2 or 3)."""
+    num_gpus: int = 1
+    """GPUs for the DeepSpeed launcher."""
+    seed: int = 0
+    """Trainer seed (data order, dropout)."""
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    split: str = "test"
+    """Held-out split for pass@1."""
+    runs: int = 3
+    """Independent runs; pass@1 is their mean +- SEM."""
+    k: int = 3
+    """pass@k is estimated from the runs (k <= runs)."""
+    every: int = 1
+    """Evaluate every this many iterations (and after the last)."""
+    best_of_k: int = 0
+    """Sample k patches and submit the verifier's top one (0: off)."""
+
+
+@dataclass(frozen=True)
+class TrackingConfig:
+    mlflow_uri: str = ""
+    """MLflow tracking URI ("" = sqlite:///<run_root>/mlflow.db)."""
+    experiment: str = "swe-rlvr"
+    """MLflow experiment name."""
+    registered_model: str = "swe-rlvr-policy"
+    """Registry name; the best pass@1 gets alias champion, the latest candidate."""
+    log_artifacts: bool = True
+    """Log each iteration's Parquet files and checkpoints to MLflow."""
+
+
+@dataclass(frozen=True)
+class OrchestrationConfig:
+    run_root: str = "runs"
+    """Root of run directories (any fsspec path)."""
+    run_name: str = ""
+    """Run directory name ("" = generated); an existing one resumes."""
+    iterations: int = 2
+    """RL iterations."""
+    rft_warmup: bool = True
+    """Run an RFT pass on the policy's own successes before RL (Nebius)."""
+    task_runner: str = "threads"
+    """threads or ray."""
+    max_workers: int = 4
+    """Concurrent episodes / gradings."""
+    ray_address: str = ""
+    """Ray cluster address ("" = start a local one)."""
+    retries: int = 2
+    """Retries of a task that failed on infrastructure."""
+
+
+@dataclass(frozen=True)
+class Config:
+    preset: str = ""
+    """Named bundle of paper settings applied before this file's values (see PRESETS)."""
+    instances: InstancesConfig = field(default_factory=InstancesConfig)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    guidance: GuidanceConfig = field(default_factory=GuidanceConfig)
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    orchestration: OrchestrationConfig = field(default_factory=OrchestrationConfig)
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "nebius": {
+        "algorithm": {"name": "dapo", "group_size": 10, "clip_low": 0.2, "clip_high": 0.3,
+                      "advantage": "grpo", "loss_agg": "token_mean", "kl_coef": 0.0},
+        "trainer": {"lr": 1e-6, "rft_lr": 5e-6, "weight_decay": 0.1, "grad_clip": 1.0},
+        "engine": {"temperature": 1.0},
+        "guidance": {"enabled": False},
+        "orchestration": {"rft_warmup": True},
+    },
+    "agent-rlvr": {
+        "guidance": {"enabled": True, "source": "rules", "mode": "pairs",
+                     "parts": ["plan", "feedback", "location"]},
+        "algorithm": {"name": "dpo", "group_size": 16},
+        "orchestration": {"rft_warmup": True},
+    },
+}
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """Build a Config from an optional YAML file and dotted `key=value` overrides."""
+    data = _read_yaml(path) if path else {}
+    for item in overrides:
+        key, value = parse_override(item)
+        _set_dotted(data, key, value)
+    preset = data.get("preset", "")
+    if preset:
+        if preset not in PRESETS:
+            raise ConfigError(f"Unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}.")
+        data = _deep_merge(PRESETS[preset], data)
+    return from_dict(Config, data)
+
+
+def _read_yaml(path: str | Path) -> dict:
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(f"Cannot read config file {str(path)!r}: {exc.strerror}. "
+                          f"Pass an existing YAML file, e.g. configs/quickstart.yaml.") from exc
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"Config file {str(path)!r} is not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"Config file {str(path)!r} must hold a mapping of sections, "
+                          f"got {type(data).__name__}.")
+    return data
+
+
+def parse_override(item: str) -> tuple[str, Any]:
+    """`a.b=1` -> ("a.b", 1). Values parse as YAML scalars, so `true`, `0.3` and `[a, b]` work."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip() or any(not part for part in key.strip().split(".")):
+        raise ConfigError(f"Bad override {item!r}; write it as section.key=value, "
+                          f"e.g. algorithm.clip_high=0.3.")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"Bad override {item!r}: the value is not a YAML scalar ({exc}).") from exc
+    return key.strip(), value
+
+
+def _set_dotted(data: dict, key: str, value: Any) -> None:
+    parts = key.split(".")
+    node = data
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"Bad override {key!r}: {part!r} is a value, not a section.")
+        node = child
+    node[parts[-1]] = value
+
+
+def _deep_merge(base: dict, top: dict) -> dict:
+    out = dict(base)
+    for key, value in top.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def from_dict(cls: type, data: dict, prefix: str = "") -> Any:
+    """Build dataclass `cls` from a mapping, checking every key and type."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{prefix.rstrip('.') or 'config'} must be a mapping of keys, "
+                          f"got {type(data).__name__}.")
+    hints = typing.get_type_hints(cls)
+    valid = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, value in data.items():
+        if key not in valid:
+            where = prefix.rstrip(".") or "the top level"
+            raise ConfigError(f"Unknown config key {prefix}{key!r} in {where}; "
+                              f"valid keys: {', '.join(valid)}.")
+        kwargs[key] = _coerce(hints[key], value, f"{prefix}{key}")
+    return cls(**kwargs)
+
+
+def _coerce(tp: Any, value: Any, key: str) -> Any:
+    if dataclasses.is_dataclass(tp):
+        return from_dict(tp, value if value is not None else {}, key + ".")
+    origin = typing.get_origin(tp)
+    if origin is tuple:
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, (list, tuple)):
+            raise _type_error(key, "a list", value)
+        (item_tp, *_rest) = typing.get_args(tp)
+        return tuple(_coerce(item_tp, v, f"{key}[{i}]") for i, v in enumerate(value))
+    if origin in (typing.Union, types.UnionType):
+        return value
+    return _scalar(tp, value, key)
+
+
+def _scalar(tp: type, value: Any, key: str) -> Any:
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise _type_error(key, "true or false", value)
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise _type_error(key, "an integer", value)
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise _type_error(key, "a number", value)
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return str(value)
+        raise _type_error(key, "a string", value)
+    return value
+
+
+def _type_error(key: str, expected: str, value: Any) -> ConfigError:
+    return ConfigError(f"Config key {key!r} must be {expected}, got {value!r} "
+                       f"({type(value).__name__}).")
+
+
+def to_dict(cfg: Any) -> dict:
+    """The config as plain YAML-able data (tuples become lists)."""
+    def plain(v: Any) -> Any:
+        if isinstance(v, tuple):
+            return [plain(x) for x in v]
+        if isinstance(v, dict):
+            return {k: plain(x) for k, x in v.items()}
+        return v
+    return plain(dataclasses.asdict(cfg))
+
+
+def flatten(cfg: Config) -> dict[str, Any]:
+    """Dotted keys -> values, for MLflow params."""
+    out: dict[str, Any] = {}
+    def walk(node: dict, prefix: str) -> None:
+        for k, v in node.items():
+            if isinstance(v, dict):
+                walk(v, f"{prefix}{k}.")
+            else:
+                out[f"{prefix}{k}"] = v
+    walk(to_dict(cfg), "")
+    return out

@@ -1,0 +1,110 @@
+"""The normalised instance schema shared by every stage.
+
+An *instance* is one SWE task in SWE-bench's sense: a repository at a base commit, an issue, a
+gold patch, a test patch, and the FAIL_TO_PASS / PASS_TO_PASS test lists that grade a fix. Every
+loader in `swe_rlvr.loaders` turns its source format into this one dataclass, so the sandbox, the
+agent and the trainer never see a dataset-specific field.
+
+Simplifications: `meta_json` keeps source-specific extras (SWE-rebench `meta`, SWE-smith image
+names) as a JSON string rather than typed fields, because no stage reads them beyond display.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field, fields
+
+SOURCES = ("swe-bench", "swe-gym", "swe-rebench", "swe-smith", "internal", "builtin")
+SPLITS = ("", "train", "test", "dev")
+DIFFICULTIES = ("", "easy", "medium", "hard")
+DEFAULT_TEST_CMD = "python -m pytest -rA -p no:cacheprovider"
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """How to build and test the instance's environment (SWE-rebench `install_config` style)."""
+
+    python: str = "3.11"
+    """Python version of the environment, e.g. "3.9". The local backend needs it installed."""
+    pre_install: tuple[str, ...] = ()
+    """Shell commands run before installation (apt installs are skipped by the local backend)."""
+    reqs_path: tuple[str, ...] = ()
+    """Requirement files inside the repo, installed with `pip install -r`."""
+    pip_packages: tuple[str, ...] = ()
+    """Extra pip requirements, e.g. ("pytest==7.4.0",)."""
+    install: str = ""
+    """The command that installs the repo itself, e.g. "pip install -e ."."""
+    test_cmd: str = DEFAULT_TEST_CMD
+    """Test command; the grader appends the test files of the test patch."""
+    eval_script: str = ""
+    """SWE-bench's full evaluation script, when the source ships one (run in its Docker image)."""
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One SWE task, normalised. Field names follow SWE-bench, lower-cased."""
+
+    instance_id: str
+    repo: str
+    """`owner/name` of the repository."""
+    base_commit: str
+    problem_statement: str
+    patch: str
+    """The gold patch that fixes the issue (for SWE-smith, the inverse of the bug patch)."""
+    test_patch: str
+    fail_to_pass: tuple[str, ...]
+    pass_to_pass: tuple[str, ...]
+    env: EnvSpec = field(default_factory=EnvSpec)
+    source: str = "internal"
+    split: str = ""
+    difficulty: str = ""
+    version: str = ""
+    environment_setup_commit: str = ""
+    hints_text: str = ""
+    created_at: str = ""
+    image: str = ""
+    """Docker image that holds the instance's environment, if the source names one."""
+    log_parser: str = "pytest"
+    """Name of the test-log parser in `sandbox.logparse`."""
+    meta_json: str = "{}"
+
+    def test_files(self) -> tuple[str, ...]:
+        """Paths that the test patch touches, in order of first appearance."""
+        return patch_files(self.test_patch)
+
+    def fix_files(self) -> tuple[str, ...]:
+        """Paths that the gold patch touches."""
+        return patch_files(self.patch)
+
+    def to_row(self) -> dict:
+        """A flat dict for Arrow: lists for test ids, the env spec as a struct."""
+        row = asdict(self)
+        row["fail_to_pass"] = list(self.fail_to_pass)
+        row["pass_to_pass"] = list(self.pass_to_pass)
+        row["env"] = {k: list(v) if isinstance(v, tuple) else v for k, v in row["env"].items()}
+        return row
+
+    @classmethod
+    def from_row(cls, row: dict) -> "Instance":
+        """Inverse of `to_row`; tolerant of lists or tuples."""
+        env = EnvSpec(**{k: tuple(v) if isinstance(v, list) else v for k, v in row["env"].items()})
+        kwargs = {f.name: row[f.name] for f in fields(cls) if f.name in row and f.name != "env"}
+        kwargs["fail_to_pass"] = tuple(kwargs["fail_to_pass"])
+        kwargs["pass_to_pass"] = tuple(kwargs["pass_to_pass"])
+        return cls(env=env, **kwargs)
+
+    def meta(self) -> dict:
+        return json.loads(self.meta_json or "{}")
+
+
+_DIFF_HEADER = re.compile(r"^diff --git a/(\S+) b/(\S+)", re.MULTILINE)
+_PLUS_HEADER = re.compile(r"^\+\+\+ (?:b/)?(\S+)", re.MULTILINE)
+
+
+def patch_files(patch: str) -> tuple[str, ...]:
+    """Files a unified diff touches (the `b/` side; `/dev/null` targets give the `a/` side)."""
+    names = [b if b != "dev/null" else a for a, b in _DIFF_HEADER.findall(patch)]
+    if not names:
+        names = [n for n in _PLUS_HEADER.findall(patch) if n != "/dev/null"]
+    return tuple(dict.fromkeys(names))
