@@ -79,6 +79,12 @@ class SandboxConfig:
     """CPUs per container (Docker backend)."""
     ttl_s: int = 7200
     """Dead-man switch: a sandbox older than this is removed by the sweeper."""
+    run_as_uid: int = 65534
+    """When the host runs as root, local commands drop to this uid (RLIMIT_NPROC ignores root)."""
+    clone_missing: bool = False
+    """Clone a repository missing from the repo store from github.com (needs network)."""
+    junit: bool = True
+    """Grading: also write pytest's junit XML outside the working copy and cross-check the log."""
 
 
 @dataclass(frozen=True)
@@ -229,6 +235,20 @@ class TrainerConfig:
     """GPUs for the DeepSpeed launcher."""
     seed: int = 0
     """Trainer seed (data order, dropout)."""
+    device: str = "auto"
+    """torch engine device: auto (cuda when available), cpu or cuda."""
+    sft_batch_size: int = 16
+    """Episodes per optimiser step in RFT/SFT (project default; packed, so tokens vary)."""
+    dpo_batch_pairs: int = 8
+    """(chosen, rejected) pairs per DPO optimiser step (project default)."""
+    dpo_sft_warmup: bool = True
+    """SFT on the chosen (guided, resolved) episodes before DPO (Agent-RLVR's warm-up)."""
+    save_every: int = 0
+    """Write a resumable checkpoint every this many optimiser steps (0: only the final one)."""
+    keep_checkpoints: int = 1
+    """Step checkpoints kept for resume (older ones deleted; 0: keep all)."""
+    deepspeed_config: str = ""
+    """DeepSpeed JSON config file ("" = built from these fields; see infra/deepspeed/)."""
 
 
 @dataclass(frozen=True)
@@ -243,6 +263,23 @@ class EvalConfig:
     """Evaluate every this many iterations (and after the last)."""
     best_of_k: int = 0
     """Sample k patches and submit the verifier's top one (0: off)."""
+    limit: int = 0
+    """Evaluate on at most this many instances of the split, the first by id (0: all)."""
+
+
+@dataclass(frozen=True)
+class VerifierConfig:
+    objective: str = "pointwise"
+    """pointwise: classification head on resolved (BCE); pairwise: Bradley-Terry on (resolved,
+    unresolved) patches of one instance. Agent-RLVR trains a reward model on its guided data."""
+    lr: float = 1e-5
+    """Learning rate of the verifier's fine-tuning."""
+    epochs: int = 2
+    """Passes over the (problem, patch) -> resolved examples."""
+    max_tokens: int = 1024
+    """Issue + patch are truncated to this many tokens (the patch keeps its head)."""
+    batch: int = 8
+    """Examples per optimiser step."""
 
 
 @dataclass(frozen=True)
@@ -254,7 +291,11 @@ class TrackingConfig:
     registered_model: str = "swe-rlvr-policy"
     """Registry name; the best pass@1 gets alias champion, the latest candidate."""
     log_artifacts: bool = True
-    """Log each iteration's Parquet files and checkpoints to MLflow."""
+    """Log each iteration's Parquet files and the progress plot to MLflow."""
+    log_checkpoints: bool = True
+    """Log each new policy checkpoint as an artifact and register it as a model version."""
+    artifact_location: str = ""
+    """Artifact root of a new experiment ("" = <run_root>/mlartifacts for a local store)."""
 
 
 @dataclass(frozen=True)
@@ -274,7 +315,16 @@ class OrchestrationConfig:
     ray_address: str = ""
     """Ray cluster address ("" = start a local one)."""
     retries: int = 2
-    """Retries of a task that failed on infrastructure."""
+    """Retries of a task that failed on infrastructure (never of a config or value error)."""
+    retry_delay_s: float = 10.0
+    """Seconds before the first retry; later retries wait 3x longer each."""
+    cache: bool = True
+    """Let Prefect reuse a finished task run with the same input hashes (stage manifests make
+    stages idempotent either way)."""
+    schedule: str = "0 3 * * 0"
+    """Cron schedule of the retraining deployment (`swe-rlvr serve` / `swe-rlvr deploy`)."""
+    work_pool: str = "swe-rlvr"
+    """Prefect work pool that `swe-rlvr deploy` targets (a process pool is created if missing)."""
 
 
 @dataclass(frozen=True)
@@ -290,6 +340,7 @@ class Config:
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    verifier: VerifierConfig = field(default_factory=VerifierConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     orchestration: OrchestrationConfig = field(default_factory=OrchestrationConfig)
 
@@ -323,7 +374,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
         _set_dotted(data, key, value)
     preset = data.get("preset", "")
     if preset:
-        if preset not in PRESETS:
+        if not isinstance(preset, str) or preset not in PRESETS:
             raise ConfigError(f"Unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}.")
         data = _deep_merge(PRESETS[preset], data)
     return from_dict(Config, data)
@@ -362,7 +413,9 @@ def _set_dotted(data: dict, key: str, value: Any) -> None:
     parts = key.split(".")
     node = data
     for part in parts[:-1]:
-        child = node.setdefault(part, {})
+        child = node.get(part)
+        if child is None:  # a missing section, or one left empty (`algorithm:`) in the YAML
+            child = node[part] = {}
         if not isinstance(child, dict):
             raise ConfigError(f"Bad override {key!r}: {part!r} is a value, not a section.")
         node = child
@@ -372,6 +425,8 @@ def _set_dotted(data: dict, key: str, value: Any) -> None:
 def _deep_merge(base: dict, top: dict) -> dict:
     out = dict(base)
     for key, value in top.items():
+        if value is None and isinstance(out.get(key), dict):
+            continue  # an empty section (`algorithm:`) keeps the preset's values
         if isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = _deep_merge(out[key], value)
         else:
@@ -390,7 +445,7 @@ def from_dict(cls: type, data: dict, prefix: str = "") -> Any:
     for key, value in data.items():
         if key not in valid:
             where = prefix.rstrip(".") or "the top level"
-            raise ConfigError(f"Unknown config key {prefix}{key!r} in {where}; "
+            raise ConfigError(f"Unknown config key {prefix + str(key)!r} in {where}; "
                               f"valid keys: {', '.join(valid)}.")
         kwargs[key] = _coerce(hints[key], value, f"{prefix}{key}")
     return cls(**kwargs)
@@ -424,6 +479,11 @@ def _scalar(tp: type, value: Any, key: str) -> Any:
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
+        if isinstance(value, str):  # YAML 1.1 reads `1e-6` (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
         raise _type_error(key, "a number", value)
     if tp is str:
         if isinstance(value, str):
