@@ -9,9 +9,9 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from agent.guidance_sources import (Failure, RulesSource, TeacherSource, enclosing_symbol,
-                                    feedback_text, leakage, locate, make_source, parse_hunks,
-                                    parse_teacher)
+from agent.guidance_sources import (Failure, RulesSource, enclosing_symbol, feedback_text,
+                                    leakage, locate, make_source, parse_hunks)
+from agent.teacher import TeacherSource, parse_teacher
 from swe_rlvr.config import GuidanceConfig
 from swe_rlvr.instances import Instance
 
