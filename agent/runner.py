@@ -1,0 +1,88 @@
+"""Rollouts: G episodes per instance, run concurrently, written to `rollouts.parquet`.
+
+Episodes run in a thread pool (sandbox commands release the GIL); their generation calls meet in a
+`Batcher`, which calls the engine once per batch. One episode's crash (sandbox start-up, the engine,
+a bug) is caught at this boundary and recorded as that episode with termination `error` and the
+error text; the others go on. With `out` set, the finished trajectories are written in `finally`,
+so an interrupted run keeps what it finished.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+from tqdm import tqdm
+
+from agent.batcher import Batcher
+from agent.engines.base import Engine
+from agent.loop import Episode
+from agent.trajectory import Trajectory
+from swe_rlvr.artifacts import table
+from swe_rlvr.config import AgentConfig, SandboxConfig
+from swe_rlvr.instances import Instance
+
+
+def run_rollouts(instances: list[Instance], engine: Engine, agent_cfg: AgentConfig,
+                 sandbox_cfg: SandboxConfig, repo_store: str | Path, group_size: int, iteration: int,
+                 guidance: dict[str, str] | None = None, workers: int = 4, seed: int = 0,
+                 max_batch: int = 16, temperature: float = 1.0, out: str | Path | None = None,
+                 progress: bool = True) -> list[Trajectory]:
+    """Run `group_size` episodes of each instance; trajectories come back in (instance, sample) order.
+
+    `guidance` maps instance ids to hint text: those episodes are guided (agent.guidance).
+    `max_batch` should be `EngineConfig.max_batch`; `temperature` `EngineConfig.temperature`.
+    """
+    guidance = guidance or {}
+    jobs = [(inst, s) for inst in instances for s in range(group_size)]
+    done: list[Trajectory | None] = [None] * len(jobs)
+    bar = tqdm(total=len(jobs), desc=f"rollouts i{iteration}", disable=not progress)
+    try:
+        with Batcher(engine, max_batch, seed=seed) as batcher, ThreadPoolExecutor(max(1, workers)) as pool:
+            def one(k: int) -> None:
+                inst, sample = jobs[k]
+                done[k] = run_one(inst, batcher, agent_cfg, sandbox_cfg, repo_store,
+                                  guidance.get(inst.instance_id, ""), temperature)
+                done[k].iteration, done[k].sample = iteration, sample
+                bar.update()
+            list(pool.map(one, range(len(jobs))))
+    finally:
+        bar.close()
+        if out is not None:
+            write_rollouts(out, [t for t in done if t is not None])
+    return done  # type: ignore[return-value]
+
+
+def run_one(instance: Instance, engine: Any, agent_cfg: AgentConfig, sandbox_cfg: SandboxConfig,
+            repo_store: str | Path, guidance: str = "", temperature: float = 1.0) -> Trajectory:
+    """One episode in a fresh sandbox; never raises (a crash becomes termination `error`)."""
+    from sandbox import open_sandbox
+
+    started, episode = time.monotonic(), None
+    try:
+        with _live(engine), open_sandbox(instance, sandbox_cfg, repo_store) as box:
+            episode = Episode(instance, box, engine, agent_cfg, guidance, temperature)
+            return episode.run()
+    except Exception as exc:  # the runner's boundary: record the crash as this episode's outcome
+        traj = episode.traj if episode else Trajectory(instance.instance_id, guided=bool(guidance),
+                                                        policy_version=engine.policy_version)
+        traj.termination, traj.error = "error", f"{type(exc).__name__}: {exc}"
+        traj.wall_s = time.monotonic() - started
+        return traj
+
+
+def _live(engine: Any) -> AbstractContextManager:
+    """Tell a Batcher that one more episode may call it (any other engine needs nothing)."""
+    return engine.episode() if isinstance(engine, Batcher) else nullcontext()
+
+
+def write_rollouts(path: str | Path, trajectories: list[Trajectory]) -> Path:
+    """Write ROLLOUTS rows (each trajectory's own iteration and sample) to a Parquet file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table("rollouts", [t.to_row() for t in trajectories]), path)
+    return path

@@ -1,0 +1,155 @@
+"""`swe-rlvr grade` and `swe-rlvr sandbox sweep`.
+
+`grade` follows SWE-bench's harness layout: `<out>/<run_id>/<model>/<instance_id>/` holds
+`report.json`, `test_output.txt` and `patch.diff`, and `<out>/<run_id>/<model>.<run_id>.json` the run
+summary; `validations.parquet` beside them holds one VALIDATIONS row per graded instance.
+Re-grading under the same run id deletes that model's previous results first, so nothing stale
+survives.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+
+def register(sub) -> None:
+    grade = sub.add_parser("grade", help="grade predictions (SWE-bench report.json per instance)")
+    grade.add_argument("--instances", required=True, help="instance file, or 'builtin'")
+    grade.add_argument("--predictions", required=True,
+                       help="JSONL with instance_id, model_name_or_path, model_patch; or 'gold'")
+    grade.add_argument("--backend", choices=("local", "docker"), default=None)
+    grade.add_argument("--repos", default="", help="repo store (default: instances.repo_store "
+                                                  "or <run_root>/.cache/repos)")
+    grade.add_argument("--workers", type=int, default=4)
+    grade.add_argument("--out", default="runs/grading", help="output directory")
+    grade.add_argument("--run-id", default="grade", help="results go to <out>/<run-id>/")
+    grade.add_argument("--ids", nargs="*", default=(), help="only these instance ids")
+    grade.add_argument("--config", default=None, help="YAML config (its sandbox section applies)")
+    grade.add_argument("--set", dest="overrides", action="append", default=[],
+                       help="config override, e.g. sandbox.isolation=pgroup")
+    grade.set_defaults(handler=grade_command)
+
+    sandbox = sub.add_parser("sandbox", help="sandbox maintenance")
+    sandbox_sub = sandbox.add_subparsers(dest="sandbox_command", metavar="COMMAND")
+    sandbox_sub.required = True
+    sweep = sandbox_sub.add_parser("sweep", help="remove leaked working copies and processes")
+    sweep.add_argument("--older-than", type=float, default=None,
+                       help="also remove copies older than this many seconds, live owner or not")
+    sweep.add_argument("--workdir", default="", help="sandbox root (default: sandbox.workdir)")
+    sweep.add_argument("--config", default=None)
+    sweep.set_defaults(handler=sweep_command)
+
+
+def grade_command(args) -> int:
+    from sandbox.grading import grade_many, summary
+    from swe_rlvr.config import load_config
+    cfg = load_config(args.config, args.overrides)
+    sandbox_cfg = cfg.sandbox if args.backend is None else _with(cfg.sandbox, backend=args.backend)
+    instances = {i.instance_id: i for i in load_instance_file(args.instances)}
+    predictions = read_predictions(args.predictions, instances, set(args.ids))
+    repos = args.repos or cfg.instances.repo_store or f"{cfg.orchestration.run_root}/.cache/repos"
+    Path(repos).mkdir(parents=True, exist_ok=True)
+    items = [(instances[p["instance_id"]], p["model_patch"] or "") for p in predictions]
+    reports = grade_many(items, sandbox_cfg, repos, workers=args.workers)
+    run_dir = Path(args.out) / args.run_id
+    write_results(run_dir, args.run_id, predictions, reports)
+    result = summary(reports, submitted=len(predictions))
+    print(f"resolved {result['resolved_instances']}/{result['total_instances']} "
+          f"(errors: {result['error_instances']}); results in {run_dir}")
+    return 0
+
+
+def _with(section, **changes):
+    import dataclasses
+    return dataclasses.replace(section, **changes)
+
+
+def load_instance_file(path: str) -> list:
+    try:
+        from swe_rlvr.loaders import load_instances
+    except ModuleNotFoundError:
+        from swe_rlvr.builtin import load_builtin
+        if path != "builtin":
+            raise
+        return load_builtin()
+    return load_instances(path).instances
+
+
+def read_predictions(path: str, instances: dict, only: set[str]) -> list[dict]:
+    """Predictions as dicts; 'gold' means each instance's own gold patch."""
+    if path == "gold":
+        rows = [{"instance_id": i, "model_name_or_path": "gold", "model_patch": inst.patch}
+                for i, inst in instances.items()]
+    else:
+        rows = _read_rows(Path(path))
+    rows = [r for r in rows if not only or r["instance_id"] in only]
+    unknown = sorted({r["instance_id"] for r in rows} - set(instances))
+    if unknown:
+        raise ValueError(f"Predictions name instances not in the instance file: {unknown[:5]}; "
+                         f"pass the matching --instances file.")
+    return rows
+
+
+def _read_rows(path: Path) -> list[dict]:
+    text = path.read_text()
+    if text.lstrip().startswith(("[", "{")) and not text.lstrip().startswith('{"instance_id"'):
+        data = json.loads(text)
+        rows = list(data.values()) if isinstance(data, dict) else data
+    else:
+        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    for row in rows:
+        if "instance_id" not in row or "model_patch" not in row:
+            raise ValueError(f"Prediction rows in {path} need instance_id and model_patch "
+                             f"(and model_name_or_path); got keys {sorted(row)}.")
+    return rows
+
+
+def write_results(run_dir: Path, run_id: str, predictions: list[dict], reports: list) -> None:
+    from swe_rlvr import artifacts
+    from sandbox.grading import summary
+    import pyarrow.parquet as pq
+    models = sorted({_model(p) for p in predictions})
+    for model in models:
+        shutil.rmtree(run_dir / model, ignore_errors=True)
+    for pred, report in zip(predictions, reports):
+        out = run_dir / _model(pred) / report.instance_id
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "report.json").write_text(json.dumps(report.to_swebench(), indent=2))
+        (out / "test_output.txt").write_text(report.log or report.infra_reason)
+        (out / "patch.diff").write_text(pred["model_patch"] or "")
+    for model in models:
+        mine = [r for p, r in zip(predictions, reports) if _model(p) == model]
+        path = run_dir / f"{model}.{run_id}.json"
+        path.write_text(json.dumps(summary(mine), indent=2))
+    pq.write_table(artifacts.table("validations", [r.to_row() for r in reports]),
+                   run_dir / "validations.parquet")
+
+
+def _model(pred: dict) -> str:
+    return str(pred.get("model_name_or_path") or "model").replace("/", "__")
+
+
+def sweep_command(args) -> int:
+    from sandbox.workspace import sandbox_root, sweep
+    from swe_rlvr.config import load_config
+    workdir = args.workdir or load_config(args.config).sandbox.workdir
+    removed = sweep(sandbox_root(workdir), older_than=args.older_than)
+    print(f"removed {len(removed)} working copies" + (f": {', '.join(removed)}" if removed else ""))
+    print(_sweep_containers(args.older_than))
+    return 0
+
+
+def _sweep_containers(older_than: float | None) -> str:
+    """Labelled containers of dead owners (or all older than `older_than` s); engines are optional."""
+    from sandbox.base import SandboxError
+    from sandbox.docker import sweep_containers
+    try:
+        if older_than is None:
+            count = sweep_containers(older_than_s=0, dead_owner_only=True)
+        else:
+            count = sweep_containers(older_than_s=older_than, dead_owner_only=False)
+    except (SandboxError, ImportError) as exc:
+        return f"docker containers not swept: {exc}"
+    return f"removed {count} labelled docker containers"

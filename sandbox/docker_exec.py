@@ -1,0 +1,133 @@
+"""One command in a container: the in-container wrapper, the output cap and the host deadline.
+
+Three layers stop a command, each covering what the one before can miss:
+1. `timeout -s KILL <t>` inside the container kills the command's process group at its limit.
+2. The wrapper (WRAPPER below) then kills what escaped the group: after a timeout, every process
+   carrying the exec's tag in its environment (a `setsid` child keeps the tag); after any exit,
+   every process still holding the exec's output pipe (`cmd &` without redirection), because
+   `docker exec` keeps waiting for whoever holds that pipe. A daemon started with its output
+   redirected (`nohup server >log 2>&1 &`) survives a normal exit, as in a terminal. The sweep
+   repeats (up to 5 rounds) while it finds processes, so a fork bomb's late children go too.
+3. A host-side deadline (the limit plus HOST_GRACE_S): if the exec still has not returned, the
+   caller kills the whole container. Killing only the `docker exec` client would leave the
+   command running in the container.
+
+Simplification: a process that both clears its environment and closes the exec's pipe survives a
+timeout until the sandbox closes; it cannot block the exec, only use the container's CPU and
+memory limits, which the container's cgroup still bounds.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+HOST_GRACE_S = 5.0
+"""How long past the in-container limit the host waits before it kills the container."""
+
+# $1: the limit in seconds, $2: the exec's tag (SWE_RLVR_EXEC in the command's environment),
+# $3: the command. stderr joins stdout in order; the wrapper's own stderr goes to /dev/null (no
+# "Killed" job notice). Only bash builtins run in the sweep, so the wrapper's helpers never hold
+# the pipe or the tag. `-ef` compares pipe inodes.
+WRAPPER = r"""
+exec 3>&1 2>/dev/null
+SWE_RLVR_EXEC="$2" timeout -s KILL "$1" bash -c "$3" </dev/null >&3 2>&3 3>&-
+rc=$?
+exec 3>&-
+for round in 1 2 3 4 5; do
+  hits=0
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    [ "$p" = "$$" ] && continue
+    hit=
+    if [ "$rc" = 137 ]; then
+      while IFS= read -r -d '' kv; do
+        [ "$kv" = "SWE_RLVR_EXEC=$2" ] && { hit=1; break; }
+      done 2>/dev/null <"$d/environ"
+    fi
+    if [ -z "$hit" ]; then
+      for f in 0 1 2; do [ "$d/fd/$f" -ef "/proc/$$/fd/1" ] && { hit=1; break; }; done
+    fi
+    [ -n "$hit" ] && kill -9 "$p" 2>/dev/null && hits=$((hits + 1))
+  done
+  [ "$hits" = 0 ] && break
+done
+exit "$rc"
+"""
+
+
+def wrapped(cmd: str, timeout_s: float, tag: str) -> list[str]:
+    """argv for `docker exec`: bash running WRAPPER on `cmd` with limit `timeout_s`."""
+    return ["bash", "-c", WRAPPER, "swe-rlvr-exec", f"{timeout_s:.3f}", tag, cmd]
+
+
+class HeadTail:
+    """Keeps the first and the last `limit // 2` bytes of a byte stream and counts the rest."""
+
+    def __init__(self, limit: int):
+        self.head_cap = max(limit // 2, 0)
+        self.tail_cap = max(limit - self.head_cap, 0)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.head_cap - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk and self.tail_cap:
+            self.tail += chunk[-self.tail_cap:]
+            if len(self.tail) > self.tail_cap:
+                del self.tail[:-self.tail_cap]
+
+    @property
+    def dropped(self) -> int:
+        return self.total - len(self.head) - len(self.tail)
+
+    def text(self) -> str:
+        """Head + a marker line naming the dropped byte count + tail (the local backend's marker)."""
+        head = self.head.decode("utf-8", errors="replace")
+        tail = self.tail.decode("utf-8", errors="replace")
+        if not self.dropped:
+            return head + tail
+        return f"{head}\n[... output truncated: {self.dropped} bytes omitted ...]\n{tail}"
+
+
+class Exec:
+    """One `docker exec` whose output is drained by a thread, so the host can stop waiting."""
+
+    def __init__(self, api, container_id: str, argv: list[str], *, workdir: str,
+                 environment: dict[str, str], out: HeadTail, err: HeadTail):
+        self.api, self.out, self.err = api, out, err
+        self.exec_id = api.exec_create(container_id, argv, workdir=workdir,
+                                       environment=environment)["Id"]
+        self.error: BaseException | None = None
+        stream = api.exec_start(self.exec_id, stream=True, demux=True)
+        self._reader = threading.Thread(target=self._drain, args=(stream,), daemon=True)
+        self._reader.start()
+
+    def _drain(self, stream) -> None:
+        try:
+            for stdout, stderr in stream:
+                if stdout:
+                    self.out.add(stdout)
+                if stderr:
+                    self.err.add(stderr)
+        except Exception as exc:  # the connection drops when the container is killed
+            self.error = exc
+
+    def wait(self, deadline_s: float) -> bool:
+        """True when the exec's output ended within `deadline_s` seconds."""
+        self._reader.join(deadline_s)
+        return not self._reader.is_alive()
+
+    def exit_code(self) -> int | None:
+        """The exit status (None if the engine never reports one, e.g. the container died)."""
+        for _ in range(50):
+            info = self.api.exec_inspect(self.exec_id)
+            if not info.get("Running") and info.get("ExitCode") is not None:
+                return int(info["ExitCode"])
+            time.sleep(0.02)
+        return None

@@ -1,0 +1,57 @@
+"""Per-instance environments: the running interpreter when it suffices, a cached venv otherwise."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import replace
+
+import pytest
+
+from sandbox import open_sandbox
+from sandbox.environments import EnvBuildError, satisfied_by_running
+from swe_rlvr.instances import EnvSpec
+from test_sandbox_support import make_instance, sandbox_config, store  # noqa: F401
+
+RUNNING = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def test_fast_path_reuses_the_running_interpreter(store, tmp_path):
+    assert satisfied_by_running(EnvSpec(python=RUNNING, pip_packages=("pytest",)))
+    assert not satisfied_by_running(EnvSpec(python=RUNNING, pip_packages=("surely-not-installed-pkg",)))
+    assert not satisfied_by_running(EnvSpec(python=RUNNING, install="pip install -e ."))
+    assert not satisfied_by_running(EnvSpec(python="2.7"))
+    with open_sandbox(make_instance(store), sandbox_config(tmp_path), store) as sb:
+        out = sb.execute("python -c 'import sys, pytest; print(sys.prefix)'").output.strip()
+    assert out == sys.prefix
+
+
+def test_missing_python_version_names_it_and_how_to_install(store, tmp_path):
+    inst = make_instance(store, env=EnvSpec(python="2.1"))
+    with pytest.raises(EnvBuildError, match=r"Python 2\.1 .*install it"):
+        open_sandbox(inst, sandbox_config(tmp_path), store)
+
+
+def other_python() -> str:
+    for version in ("3.12", "3.10", "3.13", "3.9"):
+        if version != RUNNING and shutil.which(f"python{version}"):
+            return version
+    pytest.skip("no second Python version on PATH to build a virtualenv with")
+
+
+def test_venv_is_built_once_and_first_on_path(store, tmp_path):
+    """A spec asking for another Python gets a virtualenv built once and cached by spec hash."""
+    version = other_python()
+    inst = make_instance(store, env=EnvSpec(python=version))
+    cfg = sandbox_config(tmp_path)
+    try:
+        with open_sandbox(inst, cfg, store) as sb:
+            out = sb.execute("python -c 'import sys; print(sys.version_info[:2])'").output
+    except EnvBuildError as exc:
+        pytest.skip(f"python{version} cannot build a venv here: {str(exc)[:200]}")
+    assert out.strip() == str(tuple(int(x) for x in version.split(".")))
+    envs = [p for p in (tmp_path / "sandboxes" / "envs").glob("acme__calc-*") if p.is_dir()]
+    assert len(envs) == 1 and (envs[0] / ".ready").exists()
+    with open_sandbox(replace(inst, problem_statement="other"), cfg, store):
+        pass
+    assert [p for p in (tmp_path / "sandboxes" / "envs").glob("acme__calc-*") if p.is_dir()] == envs

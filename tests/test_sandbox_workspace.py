@@ -1,0 +1,136 @@
+"""Working copies, `diff()`, file helpers, and the sweeper, on real git repositories."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from sandbox import SandboxError, open_sandbox, workspace
+from test_sandbox_support import (FIXED, live_copies, make_instance, overlay_mounts,  # noqa: F401
+                                  sandbox_config, store)
+
+
+@pytest.fixture
+def env(store, tmp_path):
+    return make_instance(store), sandbox_config(tmp_path), store
+
+
+def test_fresh_copy_at_base_and_no_future_history(env):
+    """The agent sees the base commit only: `git log --all` cannot show the upstream fix."""
+    inst, cfg, store = env
+    with open_sandbox(inst, cfg, store) as sb:
+        head = sb.execute("git rev-parse HEAD").output.strip()
+        log = sb.execute("git log --all --oneline").output
+        assert head == inst.base_commit and "the future" not in log
+        assert sb.execute("git status --porcelain").output == ""
+        assert sb.read_file("calc/core.py").count("a - b") == 1
+
+
+def test_copies_are_independent_and_the_base_is_untouched(env):
+    inst, cfg, store = env
+    with open_sandbox(inst, cfg, store) as one, open_sandbox(inst, cfg, store) as two:
+        one.write_file("calc/core.py", FIXED)
+        one.execute("rm README.md")
+        assert "a - b" in two.read_file("calc/core.py") and two.read_file("README.md") == "calc\n"
+        assert "a - b" in (one.copy.base / "calc/core.py").read_text()
+        assert (one.copy.base / "README.md").exists()
+
+
+def test_diff_has_edits_and_new_files_but_no_junk(env):
+    inst, cfg, store = env
+    with open_sandbox(inst, cfg, store) as sb:
+        sb.write_file("calc/core.py", FIXED)
+        sb.write_file("calc/extra.py", "X = 1\n")
+        sb.execute("mkdir -p calc/__pycache__ && echo junk > calc/__pycache__/core.cpython-311.pyc")
+        sb.execute("printf '\\x00\\x01\\x02' > blob.bin")
+        patch = sb.diff()
+    assert "+    return a + b" in patch and "calc/extra.py" in patch and "new file mode" in patch
+    assert "__pycache__" not in patch and "blob.bin" not in patch
+
+
+def test_diff_survives_agent_commits_resets_and_history_rewrites(env):
+    """An agent that commits, soft-resets, amends, or deletes .git cannot hide (or fake) changes:
+    diff() compares the files on disk with the base commit through our own git directory."""
+    inst, cfg, store = env
+    with open_sandbox(inst, cfg, store) as sb:
+        sb.write_file("calc/core.py", FIXED)
+        sb.execute("git add -A && git commit -qm fix && git reset -q --soft HEAD~1 && "
+                   "git commit -qm again && git update-ref refs/heads/main HEAD")
+        first = sb.diff()
+        sb.execute("git config core.fsmonitor 'touch /tmp/pwned' && rm -rf .git")
+        second = sb.diff()
+    assert first == second and "+    return a + b" in first
+    assert first.count("diff --git") == 1
+
+
+def test_file_helpers_refuse_paths_outside_the_repo(env):
+    inst, cfg, store = env
+    with open_sandbox(inst, cfg, store) as sb:
+        with pytest.raises(SandboxError, match="leaves the repository"):
+            sb.read_file("../sandbox.json")
+        with pytest.raises(SandboxError, match="leaves the repository"):
+            sb.write_file("/etc/passwd", "x")
+        sb.write_file("new/dir/file.txt", "hello")
+        assert sb.execute("cat new/dir/file.txt").output == "hello"
+
+
+def test_close_removes_copy_and_mount(env):
+    inst, cfg, store = env
+    sb = open_sandbox(inst, cfg, store)
+    assert live_copies(cfg) == [sb.copy.tag]
+    sb.close()
+    sb.close()
+    assert live_copies(cfg) == [] and overlay_mounts(cfg) == []
+    with pytest.raises(SandboxError, match="closed"):
+        sb.execute("true")
+
+
+def test_missing_repository_names_the_store_and_the_expected_dirs(env):
+    inst, cfg, store = env
+    from dataclasses import replace
+    with pytest.raises(SandboxError, match=r"acme/nope.*acme__nope"):
+        open_sandbox(replace(inst, repo="acme/nope"), cfg, store)
+
+
+def test_sweep_removes_dead_owners_and_expired_copies(env):
+    inst, cfg, store = env
+    root = workspace.sandbox_root(cfg.workdir)
+    live = open_sandbox(inst, cfg, store)
+    dead = open_sandbox(inst, cfg, store)
+    marker = dead.copy.path / workspace.MARKER
+    data = json.loads(marker.read_text())
+    marker.write_text(json.dumps({**data, "pid": 2 ** 22 + 1}))  # an owner that cannot exist
+    try:
+        assert workspace.sweep(root) == [dead.copy.tag]
+        assert live_copies(cfg) == [live.copy.tag]
+        assert workspace.sweep(root, older_than=0) == [live.copy.tag]
+        assert live_copies(cfg) == [] and overlay_mounts(cfg) == []
+    finally:
+        live.close()
+        dead.close()
+
+
+def test_sweep_cli_reports_removed_copies(env, capsys):
+    inst, cfg, store = env
+    from swe_rlvr.cli import main
+    sb = open_sandbox(inst, cfg, store)
+    sb.execute("true")
+    assert main(["sandbox", "sweep", "--older-than", "0", "--workdir", cfg.workdir]) == 0
+    assert sb.copy.tag in capsys.readouterr().out
+    assert live_copies(cfg) == []
+
+
+def test_copy_fallback_without_overlay(env):
+    """Where overlayfs is unavailable the copy is a real copy, equally isolated from the base."""
+    inst, cfg, store = env
+    from dataclasses import replace
+    with open_sandbox(inst, replace(cfg, working_copy="copy"), store) as sb:
+        assert not sb.copy.mounted
+        sb.write_file("calc/core.py", FIXED)
+        assert "a - b" in (sb.copy.base / "calc/core.py").read_text()
+        assert "+    return a + b" in sb.diff()
