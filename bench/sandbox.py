@@ -1,13 +1,19 @@
 """Benchmark the local sandbox beside its peers; prints a table with ratios.
 
 Measured in one run, side by side:
-- per-command overhead: `execute("true")` on each available isolation level, against a raw
-  `subprocess.run("true", shell=True)` and mini-swe-agent's `LocalEnvironment.execute`;
+- per-command latency: the same command string through a raw `subprocess.run(cmd, shell=True)`
+  (/bin/sh), the same through bash (what the sandbox runs), mini-swe-agent's
+  `LocalEnvironment.execute`, and `execute(cmd)` on each available isolation level, all in the
+  same working copy. The contenders are interleaved call by call (order rotating) so that load
+  from other processes hits them alike; medians with the 10th-90th percentile spread.
+  A sandbox's shell for the next command is started while the other contenders run (as it is
+  while an agent thinks); the last table alternates only the raw call and the best level, so
+  that shell has barely a raw call's time to start.
 - a fresh working copy: `open_sandbox` + `close` with the base checkout already cached;
 - grading: `grade(gold)` against running the same tests directly (a prepared checkout, no sandbox).
 
 Targets: <= 1.3x raw subprocess per command, <= 50 ms per working copy, <= 1.2x a bare test run.
-Usage: python bench/sandbox.py [--reps 50]
+Usage: python bench/sandbox.py [--reps 50] [--calls 200]
 """
 
 from __future__ import annotations
@@ -45,20 +51,69 @@ def instance_and_store(tmp: Path):
     return load_builtin()[0], tmp / "repos"
 
 
-def per_command(inst, cfg, store, reps: int) -> list[tuple[str, float]]:
-    rows = [("raw subprocess.run('true', shell=True)",
-             timed(lambda: subprocess.run("true", shell=True, capture_output=True), reps))]
+COMMANDS = ("ls -a | wc -l", "true")
+
+
+def per_command(inst, cfg, store, calls: int) -> dict[str, list[tuple[str, list[float]]]]:
+    """{command: [(contender, samples)]}: every contender runs each command `calls` times,
+    interleaved call by call; the raw subprocess comes first in each list (the ratio's base)."""
+    sandboxes = [(level, open_sandbox(inst, replace(cfg, isolation=level), store))
+                 for level in isolation.LEVELS if isolation.available(level)]
+    try:
+        cwd = sandboxes[0][1].workdir
+        out = {}
+        for cmd in COMMANDS:
+            contenders = [("raw subprocess.run(cmd, shell=True)",
+                           lambda c=cmd: subprocess.run(c, shell=True, cwd=cwd,
+                                                        capture_output=True)),
+                          ("raw subprocess.run(cmd, shell=True, bash)",
+                           lambda c=cmd: subprocess.run(c, shell=True, cwd=cwd, capture_output=True,
+                                                        executable="/bin/bash"))]
+            contenders += _mini_swe_agent(cmd, cwd)
+            contenders += [(f"local sandbox, {level}", lambda c=cmd, sb=sb: sb.execute(c))
+                           for level, sb in sandboxes]
+            out[cmd] = list(zip([name for name, _ in contenders], interleaved(contenders, calls)))
+        pair = [contenders[0], contenders[-len(sandboxes)]]  # raw and the best level, alternating
+        names = [name for name, _ in pair]
+        out[f"{COMMANDS[-1]}, back to back"] = list(zip(names, interleaved(pair, calls)))
+        return out
+    finally:
+        for _, sb in sandboxes:
+            sb.close()
+
+
+def _mini_swe_agent(cmd: str, cwd: str) -> list:
     try:
         from minisweagent.environments.local import LocalEnvironment
-        env = LocalEnvironment(cwd=str(store))
-        rows.append(("mini-swe-agent LocalEnvironment", timed(lambda: env.execute({"command": "true"}), reps)))
     except ImportError:
-        rows.append(("mini-swe-agent LocalEnvironment (not installed)", float("nan")))
-    for level in isolation.LEVELS:
-        if isolation.available(level):
-            with open_sandbox(inst, replace(cfg, isolation=level), store) as sb:
-                rows.append((f"local sandbox, {level}", timed(lambda: sb.execute("true"), reps)))
-    return rows
+        return []
+    env = LocalEnvironment(cwd=cwd)
+    return [("mini-swe-agent LocalEnvironment", lambda: env.execute({"command": cmd}))]
+
+
+def interleaved(contenders: list, calls: int) -> list[list[float]]:
+    """Wall seconds per call of each contender; one warm-up each, then round-robin, the order
+    rotating every round."""
+    for _, fn in contenders:
+        fn()
+    samples = [[] for _ in contenders]
+    for i in range(calls):
+        for k in range(len(contenders)):
+            j = (i + k) % len(contenders)
+            start = time.perf_counter()
+            contenders[j][1]()
+            samples[j].append(time.perf_counter() - start)
+    return samples
+
+
+def print_spread(title: str, rows: list[tuple[str, list[float]]]) -> None:
+    base = statistics.median(rows[0][1])
+    print(f"\n{title}")
+    print(f"  {'':<52} {'median':>9} {'p10':>8} {'p90':>8}   ratio")
+    for name, samples in rows:
+        q = statistics.quantiles(samples, n=10)
+        med = statistics.median(samples)
+        print(f"  {name:<52} {med * 1000:6.2f} ms {q[0] * 1000:8.2f} {q[-1] * 1000:8.2f}   {med / base:5.2f}x")
 
 
 def working_copy(inst, cfg, store, reps: int) -> list[tuple[str, float]]:
@@ -104,7 +159,8 @@ def print_table(title: str, rows: list[tuple[str, float]], base: float) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=50)
+    parser.add_argument("--reps", type=int, default=50, help="runs of working copy and grading timings")
+    parser.add_argument("--calls", type=int, default=200, help="calls per contender and command")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -112,9 +168,9 @@ def main() -> None:
         cfg = SandboxConfig(workdir=str(tmp / "sandboxes"))
         open_sandbox(inst, cfg, store).close()  # build the cached base checkout once
         level = isolation.choose_level("auto")
-        commands = per_command(inst, cfg, store, args.reps)
-        print_table(f"per-command overhead (median of {args.reps}; ratio to raw subprocess)",
-                    commands, commands[0][1])
+        for cmd, rows in per_command(inst, cfg, store, args.calls).items():
+            print_spread(f"per-command latency of {cmd!r} ({args.calls} interleaved calls each; "
+                         f"ratio of medians to raw subprocess)", rows)
         copies = working_copy(inst, cfg, store, max(10, args.reps // 2))
         print_table("fresh working copy (ratio to the 50 ms target)", copies, 0.050)
         grades = grading(inst, cfg, store, max(3, args.reps // 10))

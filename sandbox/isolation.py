@@ -1,4 +1,7 @@
-"""Run one shell command isolated, limited and killable as a whole tree.
+"""Jails for a sandbox's commands: isolation levels, limits, environment, and tree killing.
+
+A sandbox starts one jail and keeps it (`sandbox.executor`); a small runner inside it forks each
+command (`sandbox.executor_main`). This module says what that jail is.
 
 Isolation levels, best first (`SandboxConfig.isolation`, "auto" picks the best available):
 - bwrap: bubblewrap with the host read-only, the working copy and a private /tmp writable, new
@@ -9,38 +12,37 @@ Isolation levels, best first (`SandboxConfig.isolation`, "auto" picks the best a
   bound back read-only.
 - unshare: util-linux `unshare` (root only) with pid/net/mount namespaces and the root mount
   remounted read-only (the working copy and its private temp dir, $TMPDIR, stay writable);
-  `--kill-child` tears the pid namespace down with the runner.
-- pgroup: a new session and process group, nothing else (no read-only host, network on). The
-  tree is killed through the pids cgroup where there is one; otherwise every process carries the
-  sandbox's tag in its environment and is found by it in /proc. Without a cgroup, a command that
-  scrubs its environment (`env -i`) and detaches escapes; the sweeper's TTL is the backstop.
+  `--kill-child` tears the pid namespace down with the runner, which is the namespace's init.
+- pgroup: no namespaces (no read-only host, network on); each command gets a new session. The
+  tree is killed through the pids cgroup where there is one; otherwise every command process
+  carries the sandbox's tag in its environment and is found by it in /proc. Without a cgroup, a
+  command that scrubs its environment (`env -i`) and detaches escapes; the sweeper's TTL is the
+  backstop. Commands run as the caller, in the host's pid namespace: as root, `kill -9 -1` in a
+  command kills every process on the machine. Use it only for trusted commands.
 
 Limits are set by the shell that runs the command (`ulimit -H -S`, so the command cannot raise
-them): address space, processes, file size, CPU seconds, no core files. RLIMIT_NPROC is not
-enforced for kernel uid 0 (bwrap's `--uid 1000` as root is still uid 0 outside), so as root every
-command also joins the sandbox's pids cgroup (`sandbox.cgroups`), which holds the process limit
-and lets the whole tree be killed at every level.
+them): address space, processes, file size, CPU seconds, no core files.
+RLIMIT_NPROC is not enforced for kernel uid 0 (bwrap's `--uid 1000` as root is still uid 0
+outside), so as root the jail joins the sandbox's pids cgroup (`sandbox.cgroups`), which holds the
+process limit for everything in it and lets the whole jail be killed at every level.
 
 Every command's processes end with it: background jobs a command leaves behind are killed when
-its shell exits, as in a fresh SWE-agent action. Output is read incrementally; only the first and
-last halves of `output_limit_bytes` are kept, so a command printing gigabytes costs no memory.
+its shell exits, as in a fresh SWE-agent action (`kill_scope` says how they are found).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import select
 import shutil
 import signal
-import subprocess
+import sys
 import time
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox import cgroups
-from sandbox.base import ExecResult, SandboxError
+from sandbox.base import SandboxError
 
 log = logging.getLogger(__name__)
 
@@ -134,27 +136,52 @@ def _link_chain(path: Path, limit: int = 16) -> list[str]:
 # --------------------------------------------------------------------------- command lines
 
 
-def argv_for(jail: Jail, cmd: str) -> list[str]:
-    """The full argv: privilege drop, isolation wrapper, then bash with limits and the command."""
-    script = f"{limits_prelude(jail)}\ncd {_q(str(jail.workdir))} || exit 125\n{cmd}"
-    inner = ["bash", "-c", script]
+def jail_argv(jail: Jail, program: list[str]) -> list[str]:
+    """The full argv that starts `program` in the jail: cgroup join, isolation wrapper, program."""
     join = cgroups.join_argv(jail.cgroup)
     if jail.level == "bwrap":
-        return join + bwrap_args(jail) + inner
+        return join + bwrap_args(jail) + program
     if jail.level == "unshare":
-        return join + unshare_args(jail) + inner
-    return join + _pdeathsig() + inner
+        return join + unshare_args(jail) + program
+    return join + program
 
 
 def limits_prelude(jail: Jail) -> str:
+    """The shell lines that set every command's limits (hard = soft: the command cannot raise
+    them) and enter the working copy; exit status 125 when either fails."""
     kib = jail.memory_mb * 1024
     return (f"ulimit -S -H -v {kib} -u {jail.max_procs} -f {jail.file_size_mb * 1024} "
-            f"-t {jail.cpu_time_s} -c 0 || exit 125")
+            f"-t {jail.cpu_time_s} -c 0 || exit 125\ncd {_q(str(jail.workdir))} || exit 125")
 
 
-def _pdeathsig() -> list[str]:
-    """pgroup level: the command's shell dies with the thread that started it."""
-    return ["setpriv", "--pdeathsig", "KILL", "--"] if shutil.which("setpriv") else []
+def kill_scope(jail: Jail) -> str:
+    """How the runner finds a finished command's leftovers: every other process of its pid
+    namespace, the members of the sandbox's pids cgroup, or the processes carrying the tag."""
+    if jail.level in ("bwrap", "unshare"):
+        return "namespace"
+    return "cgroup" if jail.cgroup is not None else "tag"
+
+
+def runner_python(jail: Jail) -> str:
+    """An interpreter the jail can run (the runner needs only the standard library): this
+    process's own, else the instance environment's, else the system's python3."""
+    candidates = [sys.executable, str(Path(jail.env_bin, "python")) if jail.env_bin else "",
+                  shutil.which("python3", path=SYSTEM_PATH) or ""]
+    for candidate in filter(None, candidates):
+        real = os.path.realpath(candidate)
+        if os.access(real, os.X_OK) and _visible(jail, str(Path(real).parent.parent)):
+            return real
+    raise SandboxError("No Python interpreter is visible inside the sandbox; install python3 "
+                       "under /usr or give the instance an environment (sandbox.env_cache).")
+
+
+def _visible(jail: Jail, path: str) -> bool:
+    """Whether `path` is readable inside the jail (bwrap hides some host directories)."""
+    if jail.level != "bwrap":
+        return True
+    def under(root: str) -> bool:
+        return path == root or path.startswith(root.rstrip("/") + "/")
+    return not any(under(h) for h in jail.hidden) or any(under(src) for src, _ in jail.rebind)
 
 
 def bwrap_args(jail: Jail) -> list[str]:
@@ -199,79 +226,7 @@ def _q(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 
 
-# --------------------------------------------------------------------------- running
-
-
-def run(jail: Jail, cmd: str, timeout: float, on_start=None) -> ExecResult:
-    """Run `cmd` in `jail`; kill its whole tree at `timeout` seconds. Never raises for the command."""
-    start = time.monotonic()
-    proc = subprocess.Popen(argv_for(jail, cmd), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, env=environment(jail),
-                            start_new_session=True, close_fds=True)
-    if on_start:
-        on_start(proc)
-    try:
-        capture, timed_out = _pump(proc, start + timeout, jail.output_limit_bytes)
-    finally:
-        killed = proc.poll() is None
-        kill_tree(proc, jail)
-        if killed:
-            await_gone(jail)
-        else:
-            cgroups.kill_all(jail.cgroup)
-    code = TIMEOUT_EXIT if timed_out else _exit_code(proc.wait())
-    return ExecResult(exit_code=code, output=capture.text(), truncated=capture.dropped > 0,
-                      timed_out=timed_out, duration_s=time.monotonic() - start)
-
-
-def _pump(proc: subprocess.Popen, deadline: float, limit: int) -> tuple["Capture", bool]:
-    """Read output until EOF, or shortly after the command exits, or until the deadline."""
-    capture, fd, exited_at = Capture(limit), proc.stdout.fileno(), None
-    while True:
-        now = time.monotonic()
-        if now >= deadline:
-            return capture, exited_at is None
-        if exited_at is None and proc.poll() is not None:
-            exited_at = now
-        if exited_at is not None and now - exited_at > 0.2:
-            return capture, False  # a detached child holds the pipe open; it is killed next
-        ready, _, _ = select.select([fd], [], [], min(deadline - now, 0.05))
-        if ready:
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                return capture, not _wait(proc, deadline)
-            capture.add(chunk)
-
-
-def _wait(proc: subprocess.Popen, deadline: float) -> bool:
-    """Wait for the command until the deadline; False if it is still running then."""
-    try:
-        proc.wait(timeout=max(deadline - time.monotonic(), 0))
-        return True
-    except subprocess.TimeoutExpired:
-        return False
-
-
-def _exit_code(status: int) -> int:
-    return 128 - status if status < 0 else status
-
-
-def kill_tree(proc: subprocess.Popen, jail: Jail) -> None:
-    """Kill the command's whole tree and reap it."""
-    signal_tree(proc, jail)
-    _drain(proc)
-
-
-def signal_tree(proc: subprocess.Popen, jail: Jail) -> None:
-    """SIGKILL the process group (bwrap/unshare take their pid namespace with them), then every
-    process still carrying the sandbox tag (pgroup). Does not wait; safe from another thread."""
-    if proc.returncode is None:  # not reaped yet, so the group id cannot have been reused
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    if jail.level == "pgroup":
-        cgroups.kill_all(jail.cgroup) if jail.cgroup else kill_tagged(jail.tag)
+# --------------------------------------------------------------------------- killing
 
 
 def await_gone(jail: Jail, limit_s: float = 3.0) -> None:
@@ -287,12 +242,6 @@ def await_gone(jail: Jail, limit_s: float = 3.0) -> None:
             return
         time.sleep(0.01)
     kill_tagged(jail.tag)
-
-
-def _drain(proc: subprocess.Popen) -> None:
-    proc.wait()
-    if proc.stdout:
-        proc.stdout.close()
 
 
 def kill_tagged(tag: str, rounds: int = 5) -> int:
@@ -326,38 +275,3 @@ def tagged_pids(tag: str) -> list[int]:
                for item in environ.split(b"\0")):
             pids.append(int(entry.name))
     return pids
-
-
-class Capture:
-    """Head and tail of a byte stream, with a count of what was dropped in between."""
-
-    def __init__(self, limit: int):
-        self.head_limit, self.tail_limit = limit // 2, limit - limit // 2
-        self.head, self.tail, self.tail_len, self.dropped = bytearray(), deque(), 0, 0
-
-    def add(self, chunk: bytes) -> None:
-        room = self.head_limit - len(self.head)
-        if room > 0:
-            self.head += chunk[:room]
-            chunk = chunk[room:]
-        if chunk:
-            self.tail.append(chunk)
-            self.tail_len += len(chunk)
-            self._trim()
-
-    def _trim(self) -> None:
-        while self.tail_len - len(self.tail[0]) >= self.tail_limit:
-            self.dropped += len(self.tail[0])
-            self.tail_len -= len(self.tail.popleft())
-        extra = self.tail_len - self.tail_limit
-        if extra > 0:
-            self.tail[0] = self.tail[0][extra:]
-            self.tail_len -= extra
-            self.dropped += extra
-
-    def text(self) -> str:
-        head = bytes(self.head).decode("utf-8", errors="replace")
-        tail = b"".join(self.tail).decode("utf-8", errors="replace")
-        if not self.dropped:
-            return head + tail
-        return f"{head}\n[... output truncated: {self.dropped} bytes omitted ...]\n{tail}"

@@ -1,5 +1,8 @@
 """The local backend: a working copy on this machine, commands run under `sandbox.isolation`.
 
+Commands go to one persistent jail per sandbox (`sandbox.executor`), started on the first
+`execute` and again, transparently, if a command kills it; one command runs at a time.
+
 `diff()` never trusts the working copy's `.git`: the agent may commit, reset, rewrite history or
 plant hooks and `core.fsmonitor` commands there. The patch is computed with the *base checkout's*
 git directory (read-only, ours), a throw-away index and object directory, against the base sha,
@@ -14,6 +17,7 @@ import threading
 from pathlib import Path
 
 from sandbox import cgroups, environments, isolation, workspace
+from sandbox.executor import Executor
 from sandbox.base import ExecResult, SandboxError
 from sandbox.repos import ensure_repo
 
@@ -34,11 +38,12 @@ class LocalSandbox:
         self.copy = workspace.create_working_copy(base, sha, self.root, cfg.ttl_s, cfg.working_copy)
         self.workdir = str(self.copy.repo)
         self.jail = self._jail(cfg, level, pyenv, Path(repo_store))
-        self._procs: set = set()
+        self.executor = Executor(self.jail)
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._active = 0
         self._closed = False
+        self._released = threading.Event()  # set once close() has removed everything
 
     def _jail(self, cfg, level, pyenv, repo_store: Path) -> isolation.Jail:
         hidden = tuple(str(p) for p in (self.root / "copies", self.root / "bases",
@@ -62,17 +67,11 @@ class LocalSandbox:
                 raise SandboxError("This sandbox is closed; open a new one with open_sandbox().")
             self._active += 1
         try:
-            return isolation.run(self.jail, cmd, limit, on_start=self._track)
+            return self.executor.run(cmd, limit)
         finally:
             with self._lock:
                 self._active -= 1
                 self._idle.notify_all()
-
-    def _track(self, proc) -> None:
-        with self._lock:
-            self._procs = {p for p in self._procs if p.poll() is None} | {proc}
-            if self._closed:
-                isolation.signal_tree(proc, self.jail)
 
     # ------------------------------------------------------------------ files
 
@@ -108,20 +107,25 @@ class LocalSandbox:
     # ------------------------------------------------------------------ lifetime
 
     def close(self) -> None:
-        """Kill running commands, wait for them to return, then unmount and delete the working
-        copy. Safe from any thread, and more than once."""
+        """Kill the jail (a running command returns at once), wait for commands to return, then
+        unmount and delete the working copy. Safe from any thread, and more than once: a second
+        caller returns only when the first caller's clean-up is complete."""
         with self._lock:
-            if self._closed:
-                return
+            first = not self._closed
             self._closed = True
-            procs = set(self._procs)
-        for proc in procs:
-            isolation.signal_tree(proc, self.jail)
-        with self._lock:
-            self._idle.wait_for(lambda: self._active == 0, timeout=30)
-        isolation.await_gone(self.jail)
-        cgroups.remove(self.jail.cgroup)
-        workspace.remove_working_copy(self.copy.path)
+        if not first:
+            self._released.wait(timeout=120)
+            return
+        try:
+            self.executor.kill()
+            with self._lock:
+                self._idle.wait_for(lambda: self._active == 0, timeout=30)
+            self.executor.stop()
+            isolation.await_gone(self.jail)
+            cgroups.remove(self.jail.cgroup)
+            workspace.remove_working_copy(self.copy.path)
+        finally:
+            self._released.set()
 
     def __enter__(self):
         return self

@@ -1,0 +1,365 @@
+"""The in-jail command runner: one long-lived process per sandbox, stdlib only.
+
+`sandbox.executor` starts it once inside the jail as `python -I -S -c <this file's source> <cfg>`
+(so the project need not be importable there) and sends it one request per command.
+
+Each command runs in a bash of its own, in a new session. That shell is spawned right after the
+previous reply: its prelude (`isolation.limits_prelude`) sets the limits and enters the working
+copy, then it waits for the command on fd 3 and `eval`s it, with the sandbox tag exported (the
+runner carries no tag: tagged processes are exactly the commands'). Bash's start-up, several ms
+under load, is so paid while the agent thinks. Simplification: a syntax error reads
+"bash: eval: line N" instead of "bash: -c: line N".
+
+The reply comes when the command exits (its output is then drained for at most GRACE_S, so a
+background job holding the pipe cannot block it) or at the timeout. Either way every process of
+the command is then SIGKILLed, background and `setsid` children included: in a pid namespace,
+every process but the runner and the namespace's init; elsewhere every member of the sandbox's
+pids cgroup, or every process carrying the tag. Output is kept as head + tail (`Capture`) while it
+is read, so a command printing gigabytes costs no memory; the reply carries the kept bytes.
+One command runs at a time. The runner is not dumpable, so commands (same uid) cannot reach its
+pipes through /proc and forge replies.
+
+Wire format, both ways: a 4-byte big-endian length, then that many bytes of JSON; a reply's JSON
+is followed by its `head` + `tail` output bytes. Needs Python >= 3.8 (posix_spawn with setsid).
+"""
+
+import json
+import os
+import select
+import signal
+import struct
+import sys
+import time
+from collections import deque
+
+GRACE_S = 0.1
+"""How long output is still read after the command exits (a background job may hold the pipe)."""
+KILL_ROUNDS = 100
+READ_AND_RUN = "IFS= read -r -d '' __swe_rlvr_cmd <&3; exec 3<&-; eval \"$__swe_rlvr_cmd\""
+"""A prepared shell, after its prelude and `export TAG=...`: read the command (NUL-terminated)
+from fd 3, close fd 3, run it. The tag is exported by the shell itself, so an idle prepared shell
+carries none in its /proc environ; its children do."""
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
+
+
+class Capture:
+    """Head and tail of a byte stream, with a count of what was dropped in between."""
+
+    def __init__(self, limit):
+        self.head_limit, self.tail_limit = limit // 2, limit - limit // 2
+        self.head, self.tail, self.tail_len, self.dropped = bytearray(), deque(), 0, 0
+
+    def add(self, chunk):
+        room = self.head_limit - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail.append(chunk)
+            self.tail_len += len(chunk)
+            self._trim()
+
+    def _trim(self):
+        while self.tail and self.tail_len - len(self.tail[0]) >= self.tail_limit:
+            self.dropped += len(self.tail[0])
+            self.tail_len -= len(self.tail.popleft())
+        extra = self.tail_len - self.tail_limit
+        if extra > 0:
+            self.tail[0] = self.tail[0][extra:]
+            self.tail_len -= extra
+            self.dropped += extra
+
+    def tail_bytes(self):
+        return b"".join(self.tail)
+
+    @staticmethod
+    def render(head, tail, dropped):
+        """The text the agent sees: head, a marker naming the dropped byte count, tail."""
+        head, tail = head.decode("utf-8", "replace"), tail.decode("utf-8", "replace")
+        if not dropped:
+            return head + tail
+        return "%s\n[... output truncated: %d bytes omitted ...]\n%s" % (head, dropped, tail)
+
+
+# --------------------------------------------------------------------------- wire format
+
+
+def write_frame(fd, obj, payload=b""):
+    data = json.dumps(obj).encode()
+    _write_all(fd, struct.pack(">I", len(data)) + data + payload)
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def read_exact(fd, size):
+    """`size` bytes from `fd`, or None at end of file."""
+    parts, left = [], size
+    while left:
+        chunk = os.read(fd, left)
+        if not chunk:
+            return None
+        parts.append(chunk)
+        left -= len(chunk)
+    return b"".join(parts)
+
+
+def read_frame(fd):
+    header = read_exact(fd, 4)
+    if header is None:
+        return None
+    body = read_exact(fd, struct.unpack(">I", header)[0])
+    return None if body is None else json.loads(body.decode())
+
+
+# --------------------------------------------------------------------------- the runner
+
+
+class Runner:
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.me = os.getpid()
+        self.null = os.open(os.devnull, os.O_RDWR)
+        self.wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes select() when a child exits
+        self.statuses = {}
+        self.next = None
+
+    def run(self, req):
+        start = time.monotonic()
+        try:
+            pid, output, command = self.take()
+        except OSError as exc:
+            message = ("cannot start the command: %s (the sandbox's process limit is reached; "
+                       "wait for background jobs to end)\n" % exc).encode()
+            return self.reply(req, 126, False, Capture(req["limit"]), start, message)
+        try:
+            _write_all(command, req["cmd"].encode("utf-8", "replace") + b"\0")
+        except OSError:
+            pass  # the shell is gone; its exit status says why
+        os.close(command)
+        capture, timed_out = self.pump(pid, output, start + req["timeout"], req["limit"])
+        self.kill_all(pid)
+        os.close(output)
+        status = self.wait(pid)
+        code = 124 if timed_out else _exit_code(status)
+        return self.reply(req, code, timed_out, capture, start)
+
+    def prepare(self):
+        """Start the next command's shell now, while the agent thinks: bash's own start-up
+        (a few ms) is then off the command's path. Failures wait until a command needs it."""
+        if self.next is None:
+            try:
+                self.next = self.fork()
+            except OSError:
+                pass
+
+    def take(self):
+        """The prepared shell if it is still waiting, else a new one: (pid, output, command fd)."""
+        job, self.next = self.next, None
+        if job is not None and self.idle_exit(job[0]):
+            for fd in job[1:]:
+                os.close(fd)
+            job = None
+        return job or self.fork()
+
+    def idle_exit(self, pid):
+        """Whether a prepared shell died before it got its command (reaped if so)."""
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return True
+        return done != 0
+
+    def fork(self):
+        """Spawn a shell that waits for its command: (pid, output fd, command fd). posix_spawn
+        (vfork) keeps this cheap; the shell's prelude sets the limits and enters the repo."""
+        out_r, out_w = os.pipe()
+        cmd_r, cmd_w = os.pipe()
+        dup2 = os.POSIX_SPAWN_DUP2
+        script = "%s\nexport %s='%s'\n%s" % (self.cfg["prelude"], self.cfg["tag_var"],
+                                              self.cfg["tag"].replace("'", ""), READ_AND_RUN)
+        try:
+            return os.posix_spawnp(
+                "bash", ["bash", "-c", script], os.environ, setsid=True,
+                file_actions=[(dup2, self.null, 0), (dup2, out_w, 1), (dup2, out_w, 2),
+                              (dup2, cmd_r, 3)],
+                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD)), out_r, cmd_w
+        except OSError:
+            os.close(out_r)
+            os.close(cmd_w)
+            raise
+        finally:
+            os.close(out_w)
+            os.close(cmd_r)
+
+    def pump(self, pid, fd, deadline, limit):
+        """Read output until the command exited and the pipe is drained (or GRACE_S passed
+        since its exit), or until the deadline. Returns (capture, timed out)."""
+        capture, eof, exited_at = Capture(limit), False, None
+        while True:
+            now = time.monotonic()
+            if exited_at is None and self.exited(pid):
+                exited_at = now
+            if exited_at is not None and (eof or now - exited_at > GRACE_S):
+                return capture, False
+            if now >= deadline:
+                return capture, exited_at is None
+            wait = deadline - now if exited_at is None else min(deadline - now, GRACE_S)
+            fds = [self.wake_r] if eof else [self.wake_r, fd]
+            ready = select.select(fds, [], [], wait)[0]
+            if self.wake_r in ready:
+                os.read(self.wake_r, 4096)
+            if fd in ready:
+                chunk = os.read(fd, 1 << 16)
+                if chunk:
+                    capture.add(chunk)
+                else:
+                    eof = True
+
+    def exited(self, pid):
+        """Whether the command has exited. In a pid namespace every exited child is reaped here
+        (orphans too, where this runner is the init); elsewhere the command stays a zombie until
+        its group is killed, so its group id cannot be reused by a host process meanwhile."""
+        if self.cfg["scope"] == "namespace":
+            self.reap()
+            return pid in self.statuses
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+    def reap(self):
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            self.statuses[pid] = status
+
+    def wait(self, pid):
+        """The command's wait status (it has been killed by now)."""
+        if pid in self.statuses:
+            return self.statuses.pop(pid)
+        return os.waitpid(pid, 0)[1]
+
+    def kill_all(self, pid):
+        """SIGKILL the command's group, then every other process of the sandbox, until none
+        is left."""
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+        for _ in range(KILL_ROUNDS):
+            others = self.others()
+            if not others:
+                break
+            for other in others:
+                try:
+                    os.kill(other, signal.SIGKILL)
+                except OSError:
+                    pass
+            self.reap_others(pid)
+            time.sleep(0.001)
+        self.reap_others(pid)
+
+    def reap_others(self, pid):
+        """Reap killed orphans where this runner is their parent (the namespace's init)."""
+        if self.cfg["scope"] == "namespace":
+            self.reap()
+            self.statuses = {k: v for k, v in self.statuses.items() if k == pid}
+
+    def others(self):
+        """Live processes of the sandbox other than this runner (and the namespace's init)."""
+        scope = self.cfg["scope"]
+        if scope == "namespace":
+            pids = [int(n) for n in os.listdir("/proc") if n.isdigit()]
+            pids = [p for p in pids if p not in (1, self.me)]
+        elif scope == "cgroup":
+            pids = _cgroup_pids(self.cfg["cgroup"])
+        else:
+            pids = _tagged_pids("%s=%s" % (self.cfg["tag_var"], self.cfg["tag"]))
+        return [p for p in pids if p != self.me and _alive(p)]
+
+    def reply(self, req, code, timed_out, capture, start, message=b""):
+        head, tail = bytes(capture.head) + message, capture.tail_bytes()
+        header = {"id": req["id"], "exit_code": code, "timed_out": timed_out,
+                  "dropped": capture.dropped, "head": len(head), "tail": len(tail),
+                  "duration_s": time.monotonic() - start}
+        return header, head + tail
+
+
+def _exit_code(status):
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    return os.WEXITSTATUS(status)
+
+
+def _alive(pid):
+    """False for a zombie or a vanished pid (a killed process not yet reaped by its parent)."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _cgroup_pids(group):
+    try:
+        with open(os.path.join(group, "cgroup.procs")) as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:
+        return []
+
+
+def _tagged_pids(needle):
+    needle, pids = needle.encode(), []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open("/proc/%s/environ" % name, "rb") as f:
+                    if needle in f.read().split(b"\0"):
+                        pids.append(int(name))
+            except OSError:
+                pass
+    return pids
+
+
+def harden(parent):
+    """Die with the sandbox's owner, and keep commands (same uid) out of this process's fds and
+    memory: a non-dumpable process's /proc entries are closed to them."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (ImportError, OSError):
+        pass
+    if parent and os.getppid() != parent:  # the owner died before the death signal was armed
+        os._exit(1)
+
+
+def main(argv):
+    cfg = json.loads(argv[1])
+    harden(cfg.get("parent"))
+    requests, replies = os.dup(0), os.dup(1)  # non-inheritable: commands never see them
+    runner = Runner(cfg)
+    os.dup2(runner.null, 0)
+    os.dup2(runner.null, 1)
+    write_frame(replies, {"ready": True, "pid": os.getpid()})
+    runner.prepare()
+    while True:
+        req = read_frame(requests)
+        if req is None:  # the owner closed the pipe or died
+            return
+        header, payload = runner.run(req)
+        write_frame(replies, header, payload)
+        runner.prepare()
+
+
+if __name__ == "__main__":
+    main(sys.argv)
