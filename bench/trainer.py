@@ -1,0 +1,322 @@
+"""DAPO update throughput: swe-rlvr's packed trainer vs TRL's GRPOTrainer (loss_type="dapo").
+
+CPU mode (default): a random 4-layer, 256-wide Qwen2 and 16 trajectories of 256-2,048 tokens (the
+first quarter of each is prompt, the rest action tokens). Both sides get the same weights, the same
+trajectories, advantages and old log-probs, AdamW, grad-clip 1.0, no gradient checkpointing, no
+KL, eps (0.2, 0.28), the DAPO token mean over the whole batch. Timed: one optimiser step (forward,
+backward, clip, AdamW). Not timed: old log-probs (given to both).
+- swe-rlvr: first-fit-decreasing packing into rows of --pack-tokens, per-segment causal SDPA,
+  LM head only on action positions.
+- TRL: `GRPOTrainer._compute_loss` of a real (tiny) trainer, driven on padded micro-batches of
+  --trl-micro-batch sequences with gradient accumulation (as its training_step would), then the same
+  clip + AdamW step.
+Rounds are interleaved (A, B, B, A, ...) in one process under glibc allocator settings fixed before
+start-up (`MALLOC_MMAP_MAX_=0`, `MALLOC_TRIM_THRESHOLD_`); the script re-executes itself to set
+them. Reported: real (non-padding) tokens/s per side (median and min-max), and the per-round
+ratio (median and min-max).
+
+GPU mode (--gpu): a random Qwen2-1.5B-shaped model, one packed row of --gpu-tokens (16k) tokens,
+bf16 autocast over fp32 weights, reporting tokens/s and MFU = useful FLOPs / (time x peak).
+Useful FLOPs: 6 x non-embedding params x tokens + 6 x d x vocab x action tokens (the LM head runs
+only there) + causal attention 6 x layers x d x sum(L_i^2). Peak: --peak-tflops, else by GPU name.
+
+    .venv/bin/python bench/trainer.py                # CPU, vs TRL
+    .venv/bin/python bench/trainer.py --gpu          # GPU MFU (ours only)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+ALLOCATOR_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 36)}
+PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L40S": 362.0, "A10G": 125.0}
+
+
+def ensure_allocator_env() -> None:
+    """Re-exec with the allocator settings when they are not in effect yet (glibc reads them at start)."""
+    if all(os.environ.get(k) == v for k, v in ALLOCATOR_ENV.items()):
+        return
+    os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **ALLOCATOR_ENV})
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--gpu", action="store_true", help="GPU MFU mode (1.5B Qwen2 shape)")
+    p.add_argument("--rounds", type=int, default=5, help="timed steps per side (after one warm-up)")
+    p.add_argument("--threads", type=int, default=2, help="torch CPU threads (both sides)")
+    p.add_argument("--seqs", type=int, default=16)
+    p.add_argument("--min-len", type=int, default=256)
+    p.add_argument("--max-len", type=int, default=2048)
+    p.add_argument("--pack-tokens", type=int, default=8192)
+    p.add_argument("--trl-micro-batch", type=int, default=8,
+                   help="TRL per_device_train_batch_size (8 is GRPOConfig's default)")
+    p.add_argument("--gpu-tokens", type=int, default=16384)
+    p.add_argument("--grad-ckpt", action="store_true", help="gradient checkpointing (GPU mode)")
+    p.add_argument("--peak-tflops", type=float, default=0.0, help="GPU peak bf16 TFLOP/s")
+    p.add_argument("--seed", type=int, default=0)
+    return p.parse_args(argv)
+
+
+# --------------------------------------------------------------------------- shared inputs
+
+
+def make_episodes(n: int, lo: int, hi: int, vocab: int, seed: int):
+    """n episodes with lengths spread over [lo, hi]; the first quarter is prompt; +-1 advantages."""
+    import torch
+
+    from trainer.episodes import Episode
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.linspace(lo, hi, n).round().long()[torch.randperm(n, generator=g)].tolist()
+    eps = []
+    for i, length in enumerate(lengths):
+        ids = torch.randint(3, vocab, (length,), generator=g).tolist()
+        n_prompt = length // 4
+        eps.append(Episode(tuple(ids), (0,) * n_prompt + (1,) * (length - n_prompt),
+                           (0.0,) * length, advantage=1.0 if i % 2 else -1.0))
+    return eps
+
+
+def build_cpu_model(out: Path, seed: int) -> Path:
+    """Tiny tokenizer from agent.models.build_tiny + a random 4-layer, 256-wide Qwen2 over it."""
+    import torch
+    from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+
+    from agent.models import build_tiny
+    build_tiny(out, seed=seed)
+    tok = AutoTokenizer.from_pretrained(out)
+    cfg = Qwen2Config(vocab_size=len(tok), hidden_size=256, num_hidden_layers=4,
+                      num_attention_heads=4, num_key_value_heads=2, intermediate_size=1024,
+                      tie_word_embeddings=True, pad_token_id=tok.pad_token_id,
+                      eos_token_id=tok.eos_token_id, bos_token_id=None)
+    torch.manual_seed(seed)
+    Qwen2ForCausalLM(cfg).save_pretrained(out)
+    return out
+
+
+# --------------------------------------------------------------------------- swe-rlvr side
+
+
+class OursStep:
+    """One DAPO optimiser step of trainer.engine_torch + trainer.losses on packed rows."""
+
+    def __init__(self, model_dir: Path, episodes, pack_tokens: int, device: str = "cpu",
+                 grad_ckpt: bool = False):
+        import torch
+
+        from swe_rlvr.config import TrainerConfig
+        from trainer.engine_torch import TorchEngine
+        from trainer.packing import pack
+        cfg = TrainerConfig(device=device, grad_checkpointing=grad_ckpt, pack_tokens=pack_tokens)
+        self.engine = TorchEngine(model_dir, cfg, lr=1e-6, total_steps=1000)
+        self.rows = pack(episodes, pack_tokens)
+        self.num_actions = sum(r.num_actions for r in self.rows)
+        self.tokens = sum(r.num_tokens for r in self.rows)
+        with torch.no_grad():
+            self.old = [self.engine.logprobs(r)[0].detach() for r in self.rows]
+
+    def __call__(self) -> None:
+        from trainer.losses import dapo_loss
+        for row, old in zip(self.rows, self.old):
+            logp, _ = self.engine.logprobs(row)
+            dev = logp.device
+            loss, _ = dapo_loss(logp, old, row.advantages.to(dev), row.loss_mask.to(dev),
+                                num_tokens=self.num_actions, clip_low=0.2, clip_high=0.28)
+            self.engine.backward(loss)
+        self.engine.step()
+
+
+# --------------------------------------------------------------------------- TRL side
+
+
+def trl_trainer(model_dir: Path, micro: int, n_micro: int, out: Path):
+    """A real GRPOTrainer (loss_type='dapo', fp32, no KL, eps 0.2/0.28), used for its loss path."""
+    import trl
+    from datasets import Dataset
+    from transformers import AutoTokenizer
+    args = trl.GRPOConfig(output_dir=str(out), per_device_train_batch_size=micro,
+                          gradient_accumulation_steps=n_micro, num_generations=micro,
+                          max_completion_length=8, use_cpu=True, bf16=False, report_to=[],
+                          loss_type="dapo", beta=0.0, epsilon=0.2, epsilon_high=0.28,
+                          gradient_checkpointing=False, save_strategy="no")
+    tr = trl.GRPOTrainer(model=str(model_dir), args=args,
+                         reward_funcs=[lambda completions, **k: [0.0] * len(completions)],
+                         processing_class=AutoTokenizer.from_pretrained(model_dir),
+                         train_dataset=Dataset.from_dict({"prompt": ["x"]}))
+    tr.model.train()
+    tr.current_gradient_accumulation_steps = n_micro
+    return tr
+
+
+def trl_micro_batches(episodes, micro: int, pad_id: int):
+    """Padded TRL inputs: left-padded prompts, right-padded completions, per micro-batch."""
+    import torch
+    batches = []
+    for i in range(0, len(episodes), micro):
+        chunk = episodes[i:i + micro]
+        n_prompt = [len(e.token_ids) - e.num_actions for e in chunk]
+        P, C = max(n_prompt), max(e.num_actions for e in chunk)
+        prompt_ids = torch.full((len(chunk), P), pad_id)
+        prompt_mask = torch.zeros(len(chunk), P, dtype=torch.long)
+        comp_ids = torch.full((len(chunk), C), pad_id)
+        comp_mask = torch.zeros(len(chunk), C, dtype=torch.long)
+        for j, (e, p) in enumerate(zip(chunk, n_prompt)):
+            prompt_ids[j, P - p:] = torch.tensor(e.token_ids[:p])
+            prompt_mask[j, P - p:] = 1
+            comp_ids[j, :e.num_actions] = torch.tensor(e.token_ids[p:])
+            comp_mask[j, :e.num_actions] = 1
+        batches.append({"prompt_ids": prompt_ids, "prompt_mask": prompt_mask,
+                        "completion_ids": comp_ids, "completion_mask": comp_mask,
+                        "advantages": torch.tensor([e.advantage for e in chunk])})
+    return batches
+
+
+class TrlStep:
+    """TRL's DAPO loss over padded micro-batches with accumulation, then clip + AdamW."""
+
+    def __init__(self, model_dir: Path, episodes, micro: int, out: Path):
+        import torch
+        n_micro = -(-len(episodes) // micro)
+        self.tr = trl_trainer(model_dir, micro, n_micro, out)
+        self.batches = trl_micro_batches(episodes, micro, self.tr.processing_class.pad_token_id)
+        total = sum(int(b["completion_mask"].sum()) for b in self.batches)
+        model = self.tr.model
+        for b in self.batches:
+            ids = torch.cat([b["prompt_ids"], b["completion_ids"]], 1)
+            mask = torch.cat([b["prompt_mask"], b["completion_mask"]], 1)
+            with torch.no_grad():
+                old, _, _ = self.tr._get_per_token_logps_and_entropies(
+                    model, ids, mask, b["completion_ids"].shape[1])
+            b["old_per_token_logps"] = old
+            b["num_items_in_batch"] = torch.tensor(float(total))
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6, weight_decay=0.1)
+
+    def __call__(self) -> None:
+        import torch
+        model = self.tr.model
+        for b in self.batches:
+            self.tr._compute_loss(model, b).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+
+# --------------------------------------------------------------------------- runs
+
+
+def timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def spread(xs: list[float], fmt: str = "9.1f") -> str:
+    return f"median {statistics.median(xs):{fmt}}  min {min(xs):{fmt}}  max {max(xs):{fmt}}"
+
+
+def run_cpu(args: argparse.Namespace) -> None:
+    import torch
+    torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = build_cpu_model(Path(tmp) / "model", args.seed)
+        from transformers import AutoConfig
+        eps = make_episodes(args.seqs, args.min_len, args.max_len,
+                            AutoConfig.from_pretrained(model_dir).vocab_size, args.seed)
+        ours = OursStep(model_dir, eps, args.pack_tokens)
+        trl_step = TrlStep(model_dir, eps, args.trl_micro_batch, Path(tmp) / "trl")
+        real = sum(len(e.token_ids) for e in eps)
+        padded = sum(b["prompt_ids"].numel() + b["completion_ids"].numel() for b in trl_step.batches)
+        ours(), trl_step()                                       # warm-up, not timed
+        t_ours, t_trl = [], []
+        for r in range(args.rounds):
+            order = [(ours, t_ours), (trl_step, t_trl)]
+            for fn, sink in (order if r % 2 == 0 else order[::-1]):
+                sink.append(timed(fn))
+    ratios = [b / a for a, b in zip(t_ours, t_trl)]
+    print(f"trajectories: {args.seqs} x {args.min_len}-{args.max_len} tokens, {real} real tokens "
+          f"({sum(e.num_actions for e in eps)} action); TRL pads to {padded} "
+          f"(micro-batch {args.trl_micro_batch}); ours packs into {len(ours.rows)} row(s) "
+          f"of <= {args.pack_tokens}; threads {args.threads}; rounds {args.rounds}")
+    print(f"swe-rlvr real tok/s: {spread([real / t for t in t_ours])}")
+    print(f"TRL      real tok/s: {spread([real / t for t in t_trl])}")
+    print(f"speed-up (TRL time / ours time, per round): {spread(ratios, '.2f')}x")
+
+
+def gpu_model(out: Path, seed: int) -> Path:
+    """A random Qwen2-1.5B-shaped model (no tokenizer needed: the trainer works on ids)."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+    cfg = Qwen2Config(vocab_size=151936, hidden_size=1536, num_hidden_layers=28,
+                      num_attention_heads=12, num_key_value_heads=2, intermediate_size=8960,
+                      tie_word_embeddings=True, max_position_embeddings=32768)
+    torch.manual_seed(seed)
+    with torch.device("cuda"):
+        model = Qwen2ForCausalLM(cfg)
+    model.save_pretrained(out)
+    return out
+
+
+def useful_flops(model, rows) -> float:
+    """6 N_nonembed T + 6 d V A (head on actions only) + 6 layers d sum(L_i^2) (causal attention)."""
+    cfg = model.config
+    n_embed = model.get_input_embeddings().weight.numel()
+    n_nonembed = sum(p.numel() for p in model.parameters()) - n_embed
+    tokens = sum(r.num_tokens for r in rows)
+    actions = sum(r.num_actions for r in rows)
+    seg2 = sum(int(((r.cu_seqlens[1:] - r.cu_seqlens[:-1]) ** 2).sum()) for r in rows)
+    d = cfg.hidden_size
+    return 6 * n_nonembed * tokens + 6 * d * cfg.vocab_size * actions + 6 * cfg.num_hidden_layers * d * seg2
+
+
+def peak_flops(args: argparse.Namespace) -> float:
+    import torch
+    if args.peak_tflops:
+        return args.peak_tflops * 1e12
+    name = torch.cuda.get_device_name()
+    for key, tflops in PEAK_BF16_TFLOPS.items():
+        if key in name:
+            return tflops * 1e12
+    raise SystemExit(f"Unknown GPU {name!r}; pass --peak-tflops (bf16 dense peak).")
+
+
+def run_gpu(args: argparse.Namespace) -> None:
+    import torch
+    if not torch.cuda.is_available():
+        raise SystemExit("--gpu needs a CUDA GPU; run the CPU comparison without --gpu.")
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = gpu_model(Path(tmp) / "model", args.seed)
+        n = args.seqs
+        avg = args.gpu_tokens // n
+        eps = make_episodes(n, max(64, avg // 4), 2 * avg - max(64, avg // 4), 151936, args.seed)
+        ours = OursStep(model_dir, eps, pack_tokens=sum(len(e.token_ids) for e in eps),
+                        device="cuda", grad_ckpt=args.grad_ckpt)
+    ours()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(args.rounds):
+        t0 = time.perf_counter()
+        ours()
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    flops, peak = useful_flops(ours.engine.model, ours.rows), peak_flops(args)
+    print(f"{torch.cuda.get_device_name()}: {ours.tokens} tokens in {len(ours.rows)} row(s), "
+          f"grad ckpt {args.grad_ckpt}, peak {peak / 1e12:.0f} TFLOP/s")
+    print(f"tok/s: {spread([ours.tokens / t for t in times])}")
+    print(f"MFU %: {spread([100 * flops / t / peak for t in times])}")
+
+
+def main(argv=None) -> None:
+    ensure_allocator_env()
+    args = parse_args(argv)
+    run_gpu(args) if args.gpu else run_cpu(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""Packing: first-fit-decreasing, segment bounds, and packed == unpacked loss and gradients."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from trainer.episodes import Episode, strip_guidance
+from trainer.losses import dapo_loss
+from trainer.packing import first_fit_decreasing, pack
+
+
+def _ep(n, n_prompt=2, adv=1.0, seed=0, vocab=2048):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, vocab, (n,), generator=g).tolist()
+    return Episode(tuple(ids), (0,) * n_prompt + (1,) * (n - n_prompt),
+                   tuple(torch.randn(n, generator=g).clamp(max=0).tolist()), advantage=adv)
+
+
+def test_first_fit_decreasing_hand_case():
+    # lengths 5,4,3,3,2,1 into budget 8, longest first:
+    # 5 -> bin0 (3 left); 4 -> bin1 (4 left); 3 -> bin0 (0 left); 3 -> bin1 (1 left);
+    # 2 -> bin2 (6 left); 1 -> bin1 (0 left)
+    assert first_fit_decreasing([5, 4, 3, 3, 2, 1], 8) == [[0, 2], [1, 3, 5], [4]]
+
+
+def test_oversize_item_gets_its_own_bin():
+    assert first_fit_decreasing([10, 2], 8) == [[0], [1]]
+
+
+def test_pack_positions_bounds_and_no_padding():
+    eps = [_ep(5, seed=1), _ep(3, seed=2), _ep(4, seed=3)]
+    rows = pack(eps, 8)
+    assert [r.episodes for r in rows] == [[0, 1], [2]]
+    row = rows[0]
+    assert row.position_ids.tolist() == [0, 1, 2, 3, 4, 0, 1, 2]
+    assert row.cu_seqlens.tolist() == [0, 5, 8]
+    assert row.seq_ids.tolist() == [0] * 5 + [1] * 3
+    assert sum(r.num_tokens for r in rows) == 12          # 5 + 3 + 4: no padding anywhere
+
+
+def test_pack_keeps_groups_together():
+    eps = [_ep(4, seed=i) for i in range(4)]
+    rows = pack(eps, 8, groups=[[0, 1], [2, 3]])
+    assert sorted(r.episodes for r in rows) == [[0, 1], [2, 3]]
+
+
+def test_strip_guidance_shifts_masks_and_logprobs():
+    ep = Episode((1, 2, 9, 9, 3, 4), (0, 0, 0, 0, 1, 1), (0.0, 0.0, 0.0, 0.0, -0.5, -0.7),
+                 guidance_span=(2, 4))
+    out = strip_guidance(ep)
+    assert out.token_ids == (1, 2, 3, 4)
+    assert out.loss_mask == (0, 0, 1, 1) and out.logprobs == (0.0, 0.0, -0.5, -0.7)
+    with pytest.raises(ValueError, match="guidance tokens carry loss_mask 1"):
+        strip_guidance(Episode((1, 2, 3), (0, 1, 1), (0.0,) * 3, guidance_span=(1, 3)))
+
+
+def _unpacked_logprobs(model, ep):
+    """Plain HF forward of one episode (stock SDPA, no packing): (T,) log-probs on actions."""
+    ids = torch.tensor([ep.token_ids])
+    logits = model(input_ids=ids, use_cache=False).logits[0]           # (T, V)
+    lp = torch.log_softmax(logits[:-1].float(), -1).gather(-1, ids[0, 1:, None]).squeeze(-1)  # (T-1,)
+    return torch.cat([torch.zeros(1), lp]) * torch.tensor(ep.loss_mask, dtype=torch.float32)
+
+
+def test_packed_equals_unpacked_loss_and_gradients(tiny_model_dir):
+    from transformers import AutoModelForCausalLM
+
+    from trainer.engine_torch import load_model
+    from trainer.forward import packed_logprobs
+    eps = [_ep(37, 5, 1.0, 1), _ep(20, 3, -0.5, 2), _ep(50, 10, 0.8, 3)]
+    olds = [torch.tensor(e.logprobs) * torch.tensor(e.loss_mask) for e in eps]
+    n = sum(e.num_actions for e in eps)
+
+    ref = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32,
+                                               attn_implementation="sdpa")
+    ref_loss = sum(dapo_loss(_unpacked_logprobs(ref, e), o, torch.tensor(e.advantage),
+                             torch.tensor(e.loss_mask), num_tokens=n)[0] for e, o in zip(eps, olds))
+    ref_loss.backward()
+
+    model = load_model(tiny_model_dir, torch.device("cpu"), grad_checkpointing=False)
+    (row,) = pack(eps, 128)
+    logp, _ = packed_logprobs(model, row)
+    old = torch.cat([olds[i] for i in row.episodes])
+    loss, _ = dapo_loss(logp, old, row.advantages, row.loss_mask, num_tokens=n)
+    loss.backward()
+    assert abs(loss.item() - ref_loss.item()) < 1e-6
+    ref_grads = dict(ref.named_parameters())
+    for name, p in model.named_parameters():
+        assert torch.allclose(p.grad, ref_grads[name].grad, atol=1e-7, rtol=1e-5), name
+
+
+def test_attention_never_crosses_segments(tiny_model_dir):
+    """Changing every token of episode A leaves the log-probs of B (packed after A) unchanged."""
+    from trainer.engine_torch import load_model
+    from trainer.forward import packed_logprobs
+    model = load_model(tiny_model_dir, torch.device("cpu"), grad_checkpointing=False)
+    a1, a2, b = _ep(30, seed=1), _ep(30, seed=9), _ep(20, seed=2)
+    with torch.no_grad():
+        lp1, _ = packed_logprobs(model, pack([a1, b], 64)[0])
+        lp2, _ = packed_logprobs(model, pack([a2, b], 64)[0])
+    assert not torch.equal(lp1[:30], lp2[:30])
+    assert torch.equal(lp1[30:], lp2[30:])
+
+
+def test_chunked_lm_head_matches_single_chunk():
+    """The chunked, recomputed LM head gives the same log-probs and gradients as one chunk."""
+    from trainer.forward import head_logprobs
+    g = torch.Generator().manual_seed(0)
+    head = torch.nn.Linear(8, 50, bias=False)
+    hidden = torch.randn(10, 8, generator=g, requires_grad=True)
+    targets = torch.randint(0, 50, (10,), generator=g)
+    lp1, ent1 = head_logprobs(hidden, head, targets, chunk=64)
+    (g1,) = torch.autograd.grad(lp1.sum(), hidden)
+    lp3, ent3 = head_logprobs(hidden, head, targets, chunk=3)           # chunks 3, 3, 3, 1
+    (g3,) = torch.autograd.grad(lp3.sum(), hidden)
+    assert torch.allclose(lp1, lp3, atol=1e-6) and torch.allclose(ent1, ent3, atol=1e-6)
+    assert torch.allclose(g1, g3, atol=1e-6)

@@ -1,0 +1,83 @@
+"""Rewards: Nebius turn penalty, DAPO soft overlong penalty, format penalty, infra = no sample."""
+
+from __future__ import annotations
+
+import pytest
+
+from swe_rlvr.artifacts import REWARDS
+from swe_rlvr.config import AlgorithmConfig, RewardConfig
+from trainer.rewards import overlong_penalty, reward, turn_penalty
+from trainer.scoring import drop_counts, dropped_groups, reward_rows
+
+CFG = RewardConfig(turn_penalty=True, l_thr=20, t_max=40)
+
+
+def test_turn_penalty_hand_values():
+    assert turn_penalty(10, 20, 40) == 0.0
+    assert turn_penalty(20, 20, 40) == 0.0             # at L_thr: (20-20)/20 = 0
+    assert turn_penalty(30, 20, 40) == -0.5            # (20-30)/(40-20) = -10/20
+    assert turn_penalty(40, 20, 40) == -1.0            # (20-40)/20 = -1
+    assert turn_penalty(55, 20, 40) == -1.0            # (20-55)/20 = -1.75, clamped at -1
+
+
+def test_turn_penalty_rejects_bad_thresholds():
+    with pytest.raises(ValueError, match="t_max"):
+        turn_penalty(5, 20, 20)
+
+
+def test_overlong_penalty_hand_values():
+    # L_max 100, buffer 20: free up to 80 tokens, then (80 - L)/20, -1 from 100 on
+    assert overlong_penalty(80, 100, 20) == 0.0
+    assert overlong_penalty(90, 100, 20) == -0.5       # (80-90)/20
+    assert overlong_penalty(100, 100, 20) == -1.0
+    assert overlong_penalty(130, 100, 20) == -1.0      # (80-130)/20 = -2.5 -> clamp
+
+
+def test_reward_parts_and_total():
+    parts = reward(True, False, turns=30, gen_tokens=0, format_errors=0, cfg=CFG, max_gen_tokens=100)
+    assert (parts.resolved, parts.turns, parts.total) == (1.0, -0.5, 0.5)   # 1 + (-0.5)
+    fail = reward(False, False, turns=10, gen_tokens=0, format_errors=0, cfg=CFG, max_gen_tokens=100)
+    assert fail.total == 0.0
+
+
+def test_infra_failure_is_no_sample_not_zero():
+    assert reward(True, True, 3, 0, 0, CFG, 100) is None
+
+
+def test_overlong_and_format_penalties_add_up():
+    cfg = RewardConfig(turn_penalty=False, overlong_penalty=True, overlong_buffer=20, format_penalty=0.1)
+    parts = reward(True, False, turns=5, gen_tokens=90, format_errors=3, cfg=cfg, max_gen_tokens=100)
+    # 1 (resolved) + 0 (turns off) - 0.5 (overlong: (80-90)/20) - 0.3 (3 x 0.1)
+    assert parts.overlong == -0.5 and parts.format == pytest.approx(-0.3)
+    assert parts.total == pytest.approx(0.2)
+
+
+def test_overlong_episode_stays_as_failure():
+    """A turn-limited, unresolved episode keeps its negative reward; it is not dropped."""
+    parts = reward(False, False, turns=40, gen_tokens=0, format_errors=0, cfg=CFG, max_gen_tokens=100)
+    assert parts.total == -1.0
+
+
+def _rollout(eid, iid, turns=5, guided=False):
+    return {"episode_id": eid, "instance_id": iid, "guided": guided, "turns": turns,
+            "gen_tokens": 10, "format_errors": 0}
+
+
+def test_reward_rows_group_advantages_and_drops():
+    rollouts = [_rollout("a0", "a"), _rollout("a1", "a"), _rollout("a2", "a"),
+                _rollout("b0", "b"), _rollout("b1", "b")]
+    grades = [{"episode_id": "a0", "resolved": True, "infra_failure": False},
+              {"episode_id": "a1", "resolved": False, "infra_failure": False},
+              {"episode_id": "a2", "resolved": False, "infra_failure": True},
+              {"episode_id": "b0", "resolved": False, "infra_failure": False},
+              {"episode_id": "b1", "resolved": False, "infra_failure": False}]
+    rows = reward_rows(rollouts, grades, CFG, AlgorithmConfig(adv_eps=0.0), max_gen_tokens=100)
+    assert set(rows[0]) == set(REWARDS.names)
+    # group a = rewards [1, 0] (a2 is an infra failure, out of the group): mean 0.5,
+    # sample std sqrt(((0.5)^2 + (0.5)^2)/1) = 0.7071 -> advantages +-0.7071
+    assert rows[0]["advantage"] == pytest.approx(0.70710678)
+    assert rows[1]["advantage"] == pytest.approx(-0.70710678)
+    assert rows[2]["reward"] is None and rows[2]["drop_reason"] == "infra_failure"
+    assert [r["drop_reason"] for r in rows[3:]] == ["no_signal", "no_signal"]
+    assert drop_counts(rows) == {"infra_failure": 1, "no_signal": 2}
+    assert dropped_groups(rows) == 1                   # group b
