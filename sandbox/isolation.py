@@ -96,6 +96,10 @@ def choose_level(requested: str) -> str:
         _announced.add(level)
         log.info("local sandbox isolation: %s%s", level,
                  "" if level == "bwrap" else " (install bubblewrap for read-only host and no network)")
+        if level == "pgroup" and os.geteuid() == 0:
+            log.warning("isolation pgroup as root: agent commands run as root on this host, and "
+                        "`kill -9 -1` in one kills every process here; use bwrap or unshare "
+                        "(sandbox.isolation=auto) for untrusted policies")
     return level
 
 
