@@ -16,7 +16,8 @@ from __future__ import annotations
 import os
 import socket
 import time
-from pathlib import Path
+
+from sandbox.workspace import process_start
 
 LABEL = "swe-rlvr.sandbox"
 OWNER_PID = "swe-rlvr.owner-pid"
@@ -33,15 +34,6 @@ def sandbox_labels(instance_id: str, ttl_s: int) -> dict[str, str]:
     return {LABEL: "1", OWNER_PID: str(pid), OWNER_START: process_start(pid),
             OWNER_HOST: socket.gethostname(), CREATED_AT: f"{time.time():.3f}",
             TTL: str(int(ttl_s)), INSTANCE: instance_id}
-
-
-def process_start(pid: int) -> str:
-    """The start time of `pid` in clock ticks (field 22 of /proc/<pid>/stat), "" if gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return stat.rsplit(")", 1)[1].split()[19]
 
 
 def owner_dead(labels: dict[str, str]) -> bool:
