@@ -14,6 +14,11 @@ Variants (`ScriptedPolicy(tokenizer, instances, variant=...)`):
 - `format_error`: only malformed replies (no block, two blocks, unterminated heredoc, ...).
 - `weak`: behaves like `gold` only when its prompt holds a `Location:` section naming a file of the
   gold patch (the guidance hint); otherwise it lists the repo and submits nothing.
+- `coin`: per episode, `gold` or the no-op (list the repo, submit nothing) with probability 1/2
+  each, drawn from the episode's first sampling seed (`SamplingParams.seed`; no seed: `gold`). A
+  stand-in for a policy with pass@1 near 0.5, so best-of-k reranking has something to pick from.
+  Later turns follow the first one's draw: the no-op's first reply is in the prompt or it is not.
+  (With one worker and `engine.max_batch: 1` the seeds, and hence the draws, are reproducible.)
 
 `ReplayPolicy(tokenizer, replies)` answers with fixed replies (text or raw ids); the tests feed it
 malformed outputs.
@@ -24,6 +29,7 @@ newline); the script does not look at observations, so a failed edit is not retr
 
 from __future__ import annotations
 
+import random
 import re
 from dataclasses import dataclass, field
 
@@ -31,7 +37,9 @@ from agent.chat import ChatTokens
 from agent.engines.base import UNFILTERED, Sample, SamplingParams
 from swe_rlvr.instances import Instance
 
-VARIANTS = ("gold", "cheat", "format_error", "weak")
+VARIANTS = ("gold", "cheat", "format_error", "weak", "coin")
+NOOP = "ls"
+"""The no-op command of `weak` and `coin`: look around, then submit nothing."""
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 MALFORMED = (
@@ -187,19 +195,26 @@ class ScriptedPolicy(_ReplyEngine):
         super().__init__(tokenizer, policy_version)
         self.instances, self.variant, self.scaffold = list(instances), variant, scaffold
 
-    def reply(self, prompt: str) -> str:
+    def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Sample]:
+        seeds = [None if params.seed is None else params.seed + i for i in range(len(prompts))]
+        return [self._sample(self.reply(self.chat.decode(p), seed), params)
+                for p, seed in zip(prompts, seeds)]
+
+    def reply(self, prompt: str, seed: int | None = None) -> str:
         """The next command of the prompt's instance's script, as a reply."""
         turn = self.turn(prompt)
         if self.variant == "format_error":
             return MALFORMED[turn % len(MALFORMED)]
-        script = self.script(self._instance(prompt), prompt) + ["submit"]
-        return f"Step {turn + 1}.\n```bash\n{script[min(turn, len(script) - 1)]}\n```"
+        script = self.script(self._instance(prompt), prompt, seed) + ["submit"]
+        return _command_reply(turn, script[min(turn, len(script) - 1)])
 
-    def script(self, instance: Instance, prompt: str) -> list[str]:
+    def script(self, instance: Instance, prompt: str, seed: int | None = None) -> list[str]:
         if self.variant == "cheat":
             return cheat_script(instance)
         if self.variant == "weak" and not _names_location(prompt, instance):
-            return ["ls"]
+            return [NOOP]
+        if self.variant == "coin" and not coin_fixes(prompt, self.turn(prompt), seed):
+            return [NOOP]
         edits = swe_agent_script if self.scaffold == "swe-agent" else bash_script
         return edits(instance.patch)
 
@@ -222,6 +237,17 @@ class ReplayPolicy(_ReplyEngine):
     def reply(self, prompt: str) -> "str | list[int]":
         turn = self.turn(prompt)
         return self.replies[turn] if turn < len(self.replies) else self.final
+
+
+def _command_reply(turn: int, command: str) -> str:
+    return f"Step {turn + 1}.\n```bash\n{command}\n```"
+
+
+def coin_fixes(prompt: str, turn: int, seed: int | None) -> bool:
+    """`coin`'s draw: at turn 0 a fair coin seeded by `seed` (None: fix); later, turn 0's draw."""
+    if turn > 0:
+        return _command_reply(0, NOOP) not in prompt
+    return seed is None or random.Random(seed).random() < 0.5
 
 
 def _names_location(prompt: str, instance: Instance) -> bool:

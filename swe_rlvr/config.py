@@ -56,7 +56,7 @@ class SandboxConfig:
     command_timeout_s: float = 60.0
     """Wall-clock limit of one agent command; the whole process tree is killed after it."""
     test_timeout_s: float = 900.0
-    """Wall-clock limit of the grading test run; exceeding it is an infrastructure failure."""
+    """Wall-clock limit of the grading test run; tests it did not finish count as failed."""
     memory_mb: int = 4096
     """Address-space limit per command (RLIMIT_AS), in MiB."""
     max_procs: int = 512
@@ -276,7 +276,9 @@ class EvalConfig:
     every: int = 1
     """Evaluate every this many iterations (and after the last)."""
     best_of_k: int = 0
-    """Sample k patches and submit the verifier's top one (0: off)."""
+    """Agent-RLVR's reranking (0: off): each iteration also trains a verifier (section `verifier`),
+    and the next evaluation submits its top-scored patch of every k runs, logged as best<k> beside
+    pass@1 and pass@k. Needs k <= eval.runs; costs a verifier fine-tune per iteration."""
     limit: int = 0
     """Evaluate on at most this many instances of the split, the first by id (0: all)."""
 
@@ -322,6 +324,16 @@ class OrchestrationConfig:
     """RL iterations."""
     rft_warmup: bool = True
     """Run an RFT pass on the policy's own successes before RL (Nebius)."""
+    expert_warmup: bool = False
+    """SFT on expert trajectories of the train split (`agent.expert`: gold fixes replayed through
+    the real tools) before the RFT pass. A policy as small as SmolLM2-135M writes almost no
+    well-formed command zero-shot, so RFT and RL have no success to learn from without it; it
+    stands in for Agent-RLVR's teacher trajectories. Refuses any split but train (it replays gold
+    patches). Uses trainer.rft_lr and trainer.epochs."""
+    expert_style: str = "splice"
+    """The warm-up's expert (`agent.expert`): splice (the gold fix as blind line splices, 2-3
+    turns) or explore (bash: grep for a name from the issue, read the code with sed -n, a
+    str.replace edit of what it read, run the tests, submit; 5-6 turns)."""
     task_runner: str = "threads"
     """threads or ray."""
     max_workers: int = 4

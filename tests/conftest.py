@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
+
 import pytest
+
+# Prefect's ephemeral API keeps its SQLite database under PREFECT_HOME. The tests get their own,
+# set before any test module imports prefect, so they never read, lock or fill ~/.prefect (a
+# second Prefect process on the same database makes the ephemeral server fail "database is locked").
+_PREFECT_HOME = tempfile.mkdtemp(prefix="swe-rlvr-test-prefect-")
+os.environ["PREFECT_HOME"] = _PREFECT_HOME
+os.environ.pop("PREFECT_API_URL", None)
+atexit.register(shutil.rmtree, _PREFECT_HOME, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

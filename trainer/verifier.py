@@ -42,6 +42,24 @@ def verifier_text(problem_statement: str, patch: str) -> str:
     return f"Issue:\n{problem_statement.strip()}\n\nPatch:\n{patch.strip() or '(empty patch)'}\n"
 
 
+def verifier_examples(rollouts: list[dict], validations: list[dict],
+                      problems: dict[str, str]) -> list[VerifierExample]:
+    """ROLLOUTS rows (guided ones included) + their VALIDATIONS -> examples, in rollout order.
+
+    An episode with no grade or an infrastructure failure is no sample, as in the reward stage.
+    """
+    grades = {v["episode_id"]: v for v in validations}
+    out = []
+    for r in rollouts:
+        g = grades.get(r["episode_id"])
+        if g is None or g["infra_failure"]:
+            continue
+        out.append(VerifierExample(r["instance_id"], r["episode_id"],
+                                   verifier_text(problems[r["instance_id"]], r["patch"] or ""),
+                                   1.0 if g["resolved"] else 0.0))
+    return out
+
+
 def pointwise_loss(scores: torch.Tensor, labels: torch.Tensor, pos_weight: float = 1.0):
     """scores (N,), labels (N,) in {0,1} -> (loss, metrics). BCE with a positive-class weight."""
     weight = torch.tensor(pos_weight, dtype=scores.dtype)                       # ()
@@ -109,8 +127,12 @@ def train_verifier(base_model_dir: str | Path, examples: list[VerifierExample],
     step = _pointwise_step if cfg.objective == "pointwise" else _pairwise_step
     rng = random.Random(seed)
     for epoch in range(cfg.epochs):
+        losses = []
         for metrics in step(model, tokenizer, examples, optimizer, cfg, rng):
             log.debug("verifier epoch %d: %s", epoch, metrics)
+            losses.append(metrics["loss"])
+        log.info("verifier epoch %d/%d: %d steps, mean loss %.4f", epoch + 1, cfg.epochs,
+                 len(losses), sum(losses) / max(1, len(losses)))
     out = Path(out_dir)
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)

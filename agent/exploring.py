@@ -1,0 +1,175 @@
+"""The exploring expert (bash scaffold): search, read, edit what was read, test, submit.
+
+The splice expert (`agent.scripted`, variant gold) writes the gold fix as line-number splices
+without ever looking at the code, so a policy trained on it learns the form of an episode but not
+where an edit comes from. This expert's every command depends on something visible earlier in
+the episode:
+
+1. `grep -rn NAME --include=*.py .` for a name the issue writes as code (called, in backticks,
+   snake_case or CamelCase), preferring one that the fix's lines or hunk headers mention;
+2. per edited file, `sed -n 'A,Bp' FILE` around the hunks (two lines of margin);
+3. per edited file, one `python - <<'EOF'` program of `str.replace` edits whose old text is the
+   smallest changed block of lines just printed (with one line of context for insertions);
+4. `python -m pytest -q -x 2>&1 | tail -3` (one-file fixes only, to stay within 6 turns);
+5. `submit`.
+Each reply starts with one sentence of reasoning naming what it does and why.
+
+Simplifications: the script is fixed per instance (it does not read its observations), so an edit
+whose old text is not unique in the file, or a fix needing more turns than the limit, ends
+unresolved and the expert drops it. New and deleted files are written with `cat >` / `rm`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from agent.scripted import ScriptedPolicy, _heredoc
+from swe_rlvr.instances import Instance
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@ ?(.*)$")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
+COMMON = {"self", "None", "True", "False", "return", "def", "class", "import", "from", "with",
+          "this", "that", "when", "should", "expected", "value", "values", "raise", "raises",
+          "python", "print", "error", "Error", "instead", "line", "lines", "text", "none"}
+
+
+@dataclass
+class Hunk:
+    old_start: int
+    header: str
+    old: list[str] = field(default_factory=list)
+    new: list[str] = field(default_factory=list)
+
+
+@dataclass
+class FileDiff:
+    path: str
+    new_file: bool = False
+    deleted: bool = False
+    hunks: list[Hunk] = field(default_factory=list)
+
+
+def parse_diff(patch: str) -> list[FileDiff]:
+    """Per file, each hunk's old side (context + removed) and new side (context + added)."""
+    files: list[FileDiff] = []
+    for line in patch.split("\n"):
+        if line.startswith("diff --git "):
+            files.append(FileDiff(line.split(" b/", 1)[-1]))
+        elif line.startswith("--- /dev/null"):
+            files[-1].new_file = True
+        elif line.startswith("+++ /dev/null"):
+            files[-1].deleted = True
+        elif line.startswith(("--- ", "+++ ", "index ")):
+            continue
+        elif match := _HUNK.match(line):
+            files[-1].hunks.append(Hunk(int(match.group(1)), match.group(3)))
+        elif files and files[-1].hunks and line[:1] in (" ", "-", "+"):
+            hunk = files[-1].hunks[-1]
+            if line[:1] in " -":
+                hunk.old.append(line[1:])
+            if line[:1] in " +":
+                hunk.new.append(line[1:])
+    return files
+
+
+def changed_block(old: list[str], new: list[str]) -> tuple[str, str, int]:
+    """(old text, new text, offset of the old text in the hunk): the hunk without its common
+    leading and trailing lines; an insertion keeps the line above it (or below) as its anchor."""
+    head = 0
+    while head < min(len(old), len(new)) and old[head] == new[head]:
+        head += 1
+    tail = 0
+    while (tail < min(len(old), len(new)) - head
+           and old[len(old) - 1 - tail] == new[len(new) - 1 - tail]):
+        tail += 1
+    start, end_old, end_new = head, len(old) - tail, len(new) - tail
+    if start == end_old:                       # a pure insertion: anchor on a neighbouring line
+        if start > 0:
+            start -= 1
+        else:
+            end_old, end_new = end_old + 1, end_new + 1
+    text = lambda lines: "".join(x + "\n" for x in lines)  # noqa: E731
+    return text(old[start:end_old]), text(new[start:end_new]), start
+
+
+def code_names(text: str) -> list[str]:
+    """Names the issue writes as code, in order: called (`name(`), in backticks, dotted
+    (`obj.name`), or shaped like code (snake_case, CamelCase, UPPER_CASE)."""
+    spans = " ".join(re.findall(r"`([^`\n]+)`", text))
+    out = []
+    for name in _NAME.findall(text):
+        coded = (re.search(rf"\b{name}\(|\.{name}\b", text) or re.search(rf"\b{name}\b", spans)
+                 or "_" in name.strip("_") or re.search(r"[a-z][A-Z]|^[A-Z][a-z]+[A-Z]", name))
+        if coded and name not in COMMON and name not in out:
+            out.append(name)
+    return out
+
+
+def search_term(instance: Instance, files: list[FileDiff]) -> str:
+    """The first name the issue writes as code that the fix's lines or hunk headers mention;
+    else the first name it writes as code; else the function of the first hunk (or the file)."""
+    touched = " ".join(" ".join([h.header, *h.old, *h.new]) for f in files for h in f.hunks)
+    names = code_names(instance.problem_statement)
+    for name in names:
+        if re.search(rf"\b{re.escape(name)}\b", touched):
+            return name
+    if names:
+        return names[0]
+    first = files[0]
+    defined = re.search(r"(?:def|class)\s+(\w+)", first.hunks[0].header) if first.hunks else None
+    return defined.group(1) if defined else first.path.rsplit("/", 1)[-1].removesuffix(".py")
+
+
+def _edit_program(f: FileDiff) -> str:
+    lines = [f"path = {f.path!r}", "text = open(path).read()"]
+    for hunk in f.hunks:
+        old, new, _ = changed_block(hunk.old, hunk.new)
+        lines.append(f"text = text.replace({old!r}, {new!r}, 1)")
+    lines.append("open(path, 'w').write(text)")
+    return _heredoc("python -", "\n".join(lines))
+
+
+def _read_range(f: FileDiff) -> tuple[int, int]:
+    first, last = f.hunks[0], f.hunks[-1]
+    return max(1, first.old_start - 2), last.old_start + len(last.old) + 1
+
+
+def explore_script(instance: Instance) -> list[tuple[str, str]]:
+    """(reasoning, command) per turn, `submit` last."""
+    files = parse_diff(instance.patch)
+    term = search_term(instance, files)
+    steps = [(f"The issue is about `{term}`. Let me find where it is defined and used.",
+              f"grep -rn {term!r} --include=*.py . | grep -v /tests/ | head -10")]
+    for f in files:
+        if f.deleted:
+            steps.append((f"`{f.path}` is not needed any more; remove it.", f"rm {f.path}"))
+        elif f.new_file:
+            body = "\n".join(f.hunks[0].new) if f.hunks else ""
+            folder = f.path.rsplit("/", 1)[0] if "/" in f.path else "."
+            steps.append((f"The fix needs a new file, `{f.path}`.",
+                          _heredoc(f"mkdir -p {folder} && cat > {f.path}", body)))
+        else:
+            start, end = _read_range(f)
+            steps.append((f"Let me read `{f.path}` around line {f.hunks[0].old_start}.",
+                          f"sed -n '{start},{end}p' {f.path}"))
+            steps.append((f"This is the bug. Replace the faulty code in `{f.path}` with the "
+                          f"corrected version.", _edit_program(f)))
+    if len(files) == 1:
+        steps.append(("Run the tests to check that nothing else broke.",
+                      "python -m pytest -q -x 2>&1 | tail -3"))
+    steps.append(("The fix is in place, so I submit it.", "submit"))
+    return steps
+
+
+class ExploringExpert(ScriptedPolicy):
+    """A `ScriptedPolicy` whose replies follow `explore_script` (reasoning, then the command)."""
+
+    def __init__(self, tokenizer, instances: list[Instance], policy_version: int = 0):
+        super().__init__(tokenizer, instances, variant="gold", scaffold="bash",
+                         policy_version=policy_version)
+
+    def reply(self, prompt: str, seed: int | None = None) -> str:
+        steps = explore_script(self._instance(prompt))
+        thought, command = steps[min(self.turn(prompt), len(steps) - 1)]
+        return f"{thought}\n```bash\n{command}\n```"

@@ -1,0 +1,63 @@
+"""One RL iteration (policy k -> k+1), the evaluation of a policy, and the RFT warm-up.
+
+Each flow is a table of contents: every line submits a stage task to the flow's task runner
+(threads by default, Ray when configured) and passes its future to the next, so Prefect sees the
+DAG; each task returns the URL of what it wrote. The tasks skip work already done on the same
+inputs, so rerunning a crashed flow resumes from the last finished stage.
+"""
+
+from __future__ import annotations
+
+from prefect import flow
+
+from flows.runners import stages
+from swe_rlvr.config import Config
+from tasks.store import join
+
+
+@flow(name="rl-iteration", validate_parameters=False)
+def rl_iteration(cfg: Config, run_dir: str, iteration: int, policy_dir: str) -> str:
+    """rollout -> validate -> guidance -> guided rollout -> validate -> reward -> update, and
+    beside the update the best-of-k verifier (a no-op unless eval.best_of_k > 0)."""
+    s = stages(cfg, run_dir)
+    insts = s.instances.submit(run_dir, iteration, cfg, cfg.instances.train_split)
+    rolls = s.rollout.submit(run_dir, iteration, insts, policy_dir, cfg)
+    grades = s.validate.submit(run_dir, iteration, rolls, insts, cfg)
+    hints = s.guidance.submit(run_dir, iteration, grades, rolls, insts, cfg)
+    g_rolls = s.rollout.submit(run_dir, iteration, insts, policy_dir, cfg, out="rollouts_guided",
+                               guidance_path=hints, group_size=cfg.guidance.attempts)
+    g_grades = s.validate.submit(run_dir, iteration, g_rolls, insts, cfg)
+    rewards = s.reward.submit(run_dir, iteration, [rolls, g_rolls], [grades, g_grades], cfg)
+    verifier = s.verifier.submit(run_dir, iteration, [rolls, g_rolls], [grades, g_grades], insts,
+                                 policy_dir, cfg)
+    policy = s.update.submit(run_dir, iteration, policy_dir, [rolls, g_rolls], rewards,
+                             [grades, g_grades], cfg)
+    verifier.result()  # raises if the verifier failed, like the update
+    return policy.result()
+
+
+@flow(name="evaluate-policy", validate_parameters=False)
+def evaluate_policy(cfg: Config, run_dir: str, step: int, policy_dir: str,
+                    verifier_dir: str = "") -> str:
+    """pass@1 of `policy_dir` on eval.split: eval.runs episodes per instance, graded; EVAL rows
+    (scored by `verifier_dir` for best@k when eval.best_of_k > 0)."""
+    s = stages(cfg, run_dir)
+    insts = s.instances.submit(run_dir, step, cfg, cfg.eval.split, out="eval_instances",
+                               limit=cfg.eval.limit, rotate=False)
+    rolls = s.rollout.submit(run_dir, step, insts, policy_dir, cfg, out="eval_rollouts",
+                             group_size=cfg.eval.runs)
+    grades = s.validate.submit(run_dir, step, rolls, insts, cfg)
+    return s.evaluate.submit(run_dir, step, rolls, grades, insts, verifier_dir, cfg).result()
+
+
+@flow(name="rft-warmup", validate_parameters=False)
+def rft_warmup(cfg: Config, run_dir: str, policy_dir: str) -> str:
+    """Nebius's RFT: sample, grade, and fine-tune on the policy's own successes (`<run>/rft`)."""
+    rft_dir = join(run_dir, "rft")
+    s = stages(cfg, rft_dir)
+    insts = s.instances.submit(rft_dir, 0, cfg, cfg.instances.train_split)
+    rolls = s.rollout.submit(rft_dir, 0, insts, policy_dir, cfg)
+    grades = s.validate.submit(rft_dir, 0, rolls, insts, cfg)
+    rewards = s.reward.submit(rft_dir, 0, [rolls], [grades], cfg)
+    return s.update.submit(rft_dir, 0, policy_dir, [rolls], rewards, [grades], cfg,
+                           algorithm="rft").result()

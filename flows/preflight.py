@@ -1,0 +1,128 @@
+"""Checks that run before any expensive work, each failure naming its fix.
+
+`preflight(cfg)` collects every problem it finds (a missing model or instance file, an
+unreachable MLflow server, a Prefect API that is down, an unknown task runner, eval.k or
+eval.best_of_k > eval.runs) and raises one `PreflightError` listing them all, so a misconfigured
+run fails in a second instead of after an hour of rollouts. A wrong config key never gets this
+far: `load_config` already refuses it, listing the valid keys.
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from swe_rlvr.config import Config, ConfigError
+
+LOCAL_ENGINES = ("hf", "vllm", "scripted")
+"""Engines that load `engine.model` from a local directory (and that the trainer updates)."""
+
+
+class PreflightError(ConfigError):
+    """The run cannot start; the message lists each problem with its fix."""
+
+
+def preflight(cfg: Config, check_prefect: bool = True) -> None:
+    """Raise PreflightError naming every problem (and its fix) that would stop this run."""
+    problems = [p for p in (_task_runner(cfg), _model(cfg), _instances(cfg), _eval(cfg),
+                            _mlflow(cfg), _prefect() if check_prefect else "") if p]
+    if problems:
+        raise PreflightError("Cannot start the run:\n  - " + "\n  - ".join(problems))
+
+
+def _task_runner(cfg: Config) -> str:
+    from flows.runners import TASK_RUNNERS
+    name = cfg.orchestration.task_runner
+    if name not in TASK_RUNNERS:
+        return (f"Unknown orchestration.task_runner {name!r}; choose one of: "
+                f"{', '.join(TASK_RUNNERS)}.")
+    if name == "ray":
+        import importlib.util
+        if importlib.util.find_spec("prefect_ray") is None or importlib.util.find_spec("ray") is None:
+            return ("orchestration.task_runner=ray needs prefect-ray and ray: "
+                    "pip install -e '.[ray]', or set orchestration.task_runner=threads.")
+    return ""
+
+
+def _model(cfg: Config) -> str:
+    if cfg.engine.name.partition(":")[0] not in LOCAL_ENGINES:
+        return ""
+    model = cfg.engine.model
+    fix = ("build one with `swe-rlvr model tiny runs/.models/tiny` (tests) or "
+           "`swe-rlvr model smollm2 runs/.models/smollm2` (quickstart), or set "
+           "engine.model=<HF model directory>")
+    if not model:
+        return f"engine.model is empty; {fix}."
+    if not Path(model).is_dir():
+        return f"engine.model {model!r} does not exist; {fix}."
+    if not (Path(model) / "config.json").exists():
+        return f"engine.model {model!r} has no config.json, so it is not an HF model directory; {fix}."
+    return ""
+
+
+def _instances(cfg: Config) -> str:
+    source = cfg.instances.source
+    if source == "builtin" or "://" in source or Path(source).exists():
+        return ""
+    return (f"instances.source {source!r} does not exist; point it at a JSON/JSONL/Parquet file "
+            f"of SWE-bench-family records, or use instances.source=builtin.")
+
+
+def _eval(cfg: Config) -> str:
+    if cfg.eval.every < 1:
+        return f"eval.every ({cfg.eval.every}) must be at least 1 (evaluate every N iterations)."
+    if not 1 <= cfg.eval.k <= cfg.eval.runs:
+        return (f"eval.k ({cfg.eval.k}) must be between 1 and eval.runs ({cfg.eval.runs}): "
+                f"pass@k is estimated from the runs; raise eval.runs or lower eval.k.")
+    if not 0 <= cfg.eval.best_of_k <= cfg.eval.runs:
+        return (f"eval.best_of_k ({cfg.eval.best_of_k}) must be between 0 (off) and eval.runs "
+                f"({cfg.eval.runs}): the verifier reranks each instance's runs in blocks of "
+                f"best_of_k; raise eval.runs or lower eval.best_of_k.")
+    return ""
+
+
+def _mlflow(cfg: Config) -> str:
+    uri = cfg.tracking.mlflow_uri
+    if not uri or uri.startswith("sqlite:"):
+        return ""
+    if uri.startswith(("http://", "https://")):
+        try:
+            _get(uri.rstrip("/") + "/health")
+        except (OSError, urllib.error.URLError) as exc:
+            return (f"MLflow tracking server {uri} is unreachable ({_reason(exc)}); start it "
+                    f"(`docker compose -f infra/docker-compose.yml up -d mlflow`, or `mlflow "
+                    f"server`), or set tracking.mlflow_uri= (empty) to use SQLite under the run root.")
+        return ""
+    if uri.startswith("file:") or "://" not in uri:
+        return (f"tracking.mlflow_uri {uri!r} is a file store, which MLflow 3 refuses; use "
+                f"sqlite:///<path>/mlflow.db, an http(s) server, or leave it empty.")
+    return ""
+
+
+def _prefect() -> str:
+    from prefect.settings import PREFECT_API_URL
+    api = PREFECT_API_URL.value()
+    if not api:
+        return ""  # the ephemeral API: nothing to reach
+    try:
+        _get(api.rstrip("/") + "/health")
+    except (OSError, urllib.error.URLError) as exc:
+        where = "the PREFECT_API_URL environment variable" if os.environ.get("PREFECT_API_URL") \
+            else "the active Prefect profile"
+        return (f"the Prefect API at {api} is down ({_reason(exc)}); start it (`prefect server "
+                f"start`, or `docker compose -f infra/docker-compose.yml up -d`), or unset "
+                f"PREFECT_API_URL ({where}; `prefect config unset PREFECT_API_URL`) to run on "
+                f"the embedded ephemeral API.")
+    return ""
+
+
+def _get(url: str, timeout: float = 5.0) -> None:
+    with urllib.request.urlopen(url, timeout=timeout) as response:
+        response.read()
+
+
+def _reason(exc: BaseException) -> str:
+    reason = getattr(exc, "reason", None) or exc
+    return str(reason)

@@ -1,0 +1,88 @@
+"""The top-level flows: `train` (optional expert warm-up and RFT warm-up, then N RL iterations with
+evaluation every `eval.every`), `rft` (the RFT warm-up alone) and `evaluate` (pass@1 ± SEM and
+pass@k of one model).
+
+They take a config path and dotted overrides, so a deployment or the UI can start them with plain
+parameters. Step k in MLflow is policy version k: its evaluation, and the training of iteration k.
+With eval.best_of_k > 0, policy k's evaluation is reranked by the verifier of iteration k-1 (trained
+on policy k-1's episodes); step 0 has none, so it reports pass@1 and pass@k only.
+"""
+
+from __future__ import annotations
+
+from prefect import flow
+
+from flows.iteration import evaluate_policy, rft_warmup, rl_iteration
+from flows.preflight import preflight
+from flows.runners import task_runner
+from flows.runs import RunResult, run_directory
+from flows.warmup import expert_warmup
+from swe_rlvr.config import Config, load_config
+from tasks.report import finish_tracking, start_tracking, summarize, track_step
+from tasks.tracking import tracking_uri
+from tasks.verifier import verifier_dir
+
+
+def _config(config: str | None, overrides: list[str] | None) -> Config:
+    cfg = load_config(config, list(overrides or []))
+    preflight(cfg, check_prefect=False)  # the API is evidently up: this flow is running on it
+    return cfg
+
+
+@flow(name="train")
+def train_flow(config: str | None = None, overrides: list[str] | None = None) -> RunResult:
+    """Train a policy: expert and RFT warm-ups (optional), then the RL iterations."""
+    cfg = _config(config, overrides)
+    run_dir, runner = run_directory(cfg), task_runner(cfg)
+    run_id = start_tracking(cfg, run_dir)
+    iterate = rl_iteration.with_options(task_runner=runner)
+    evaluate = evaluate_policy.with_options(task_runner=runner)
+    policy = cfg.engine.model
+    if cfg.orchestration.expert_warmup:
+        policy = expert_warmup.with_options(task_runner=runner)(cfg, run_dir, policy)
+    if cfg.orchestration.rft_warmup:
+        policy = rft_warmup.with_options(task_runner=runner)(cfg, run_dir, policy)
+    steps, checkpoints, verifier = {}, [], ""
+    for k in range(cfg.orchestration.iterations):
+        if k % cfg.eval.every == 0:
+            evaluate(cfg, run_dir, k, policy, verifier)
+        checkpoints.append(iterate(cfg, run_dir, k, policy))
+        steps[k] = track_step(cfg, run_id, run_dir, k, policy)
+        policy, verifier = checkpoints[-1], verifier_dir(run_dir, k)
+    last = cfg.orchestration.iterations
+    evaluate(cfg, run_dir, last, policy, verifier)
+    steps[last] = track_step(cfg, run_id, run_dir, last, policy)
+    summarize(cfg, run_id, run_dir, steps, "train")
+    finish_tracking(cfg, run_id)
+    return RunResult(run_dir, run_id, tracking_uri(cfg), policy, steps, checkpoints)
+
+
+@flow(name="rft")
+def rft_flow(config: str | None = None, overrides: list[str] | None = None) -> RunResult:
+    """Rejection fine-tuning on the policy's own successes, then an evaluation of the result."""
+    cfg = _config(config, overrides)
+    run_dir, runner = run_directory(cfg, prefix="rft"), task_runner(cfg)
+    run_id = start_tracking(cfg, run_dir)
+    policy = rft_warmup.with_options(task_runner=runner)(cfg, run_dir, cfg.engine.model)
+    evaluate_policy.with_options(task_runner=runner)(cfg, run_dir, 0, policy)
+    steps = {0: track_step(cfg, run_id, run_dir, 0, policy)}
+    summarize(cfg, run_id, run_dir, steps, "rft")
+    finish_tracking(cfg, run_id)
+    return RunResult(run_dir, run_id, tracking_uri(cfg), policy, steps, [policy])
+
+
+@flow(name="evaluate")
+def evaluate_flow(config: str | None = None, overrides: list[str] | None = None,
+                  model: str = "", split: str = "", verifier: str = "") -> RunResult:
+    """pass@1 (mean of eval.runs runs ± SEM) and pass@k of `model` (default engine.model); with
+    `verifier` (a trained `iter_<k>/verifier`) and eval.best_of_k > 0, best@k too."""
+    extra = ([f"engine.model={model}"] if model else []) + ([f"eval.split={split}"] if split else [])
+    cfg = _config(config, list(overrides or []) + extra)
+    run_dir = run_directory(cfg, prefix="eval")
+    run_id = start_tracking(cfg, run_dir)
+    evaluate_policy.with_options(task_runner=task_runner(cfg))(cfg, run_dir, 0, cfg.engine.model,
+                                                               verifier)
+    steps = {0: track_step(cfg, run_id, run_dir, 0)}
+    summarize(cfg, run_id, run_dir, steps, "evaluate")
+    finish_tracking(cfg, run_id)
+    return RunResult(run_dir, run_id, tracking_uri(cfg), cfg.engine.model, steps)

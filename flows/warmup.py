@@ -1,0 +1,31 @@
+"""The expert warm-up (`orchestration.expert_warmup`): SFT on expert episodes of the train split.
+
+Small policies write almost no well-formed command zero-shot, so RFT and RL get no success to
+learn from. The warm-up gives them one: the expert replays the gold fixes of the train split
+through the real tools, and the policy is fine-tuned on those episodes (`<run>/warmup/iter_0`).
+"""
+
+from __future__ import annotations
+
+from prefect import flow
+
+from flows.runners import stages
+from swe_rlvr.config import Config
+from tasks.store import join
+
+
+@flow(name="expert-warmup", validate_parameters=False)
+def expert_warmup(cfg: Config, run_dir: str, policy_dir: str) -> str:
+    """train instances -> expert episodes (graded, resolved only) -> SFT; returns the checkpoint."""
+    from tasks.expert import expert_rollouts
+    warm_dir = join(run_dir, "warmup")
+    s = stages(cfg, warm_dir)
+    expert = expert_rollouts.with_options(  # the stage tasks' retries and run-local cache
+        retries=s.update.retries, retry_delay_seconds=s.update.retry_delay_seconds,
+        cache_policy=s.update.cache_policy, result_storage=s.update.result_storage)
+    # every train instance (or instances.ids): instances.limit sizes RL iterations, and the
+    # expert's replays are cheap next to the SFT on them
+    insts = s.instances.submit(warm_dir, 0, cfg, cfg.instances.train_split, limit=0)
+    rolls, rewards = expert.submit(warm_dir, 0, insts, policy_dir, cfg).result()
+    return s.update.submit(warm_dir, 0, policy_dir, [rolls], rewards, [], cfg,
+                           algorithm="rft").result()

@@ -1,0 +1,90 @@
+"""The `rollout` task: the policy of iteration k attempts each instance G times.
+
+It serves three places in the DAG, told apart by `out`: the unguided rollout (`rollouts`), the
+guided re-attempt of failed instances (`rollouts_guided`, with `guidance_path`), and evaluation
+(`eval_rollouts`, G = eval.runs samples per instance, each one an independent run).
+
+The output is all-or-nothing: a crashed stage is rerun whole, never appended to, so no episode is
+lost or duplicated. Rerun episodes equal the first attempt's when the runner's sampling is
+reproducible (one worker and `engine.max_batch: 1` make it so; see `agent.batcher`). The episodes'
+policy version is the iteration (step) whose policy sampled them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from swe_rlvr.config import Config
+from swe_rlvr.instances import Instance
+from tasks import store
+from tasks.stage import artifact, finished, iter_dir, stage_task
+
+SEED_OFFSETS = {"rollouts": 0, "rollouts_guided": 1_000_003, "eval_rollouts": 2_000_003}
+"""Distinct sampling streams per use, so an eval run never replays a training episode."""
+
+
+def repo_store(cfg: Config) -> str:
+    """Where instance repositories are cached (instances.repo_store, else under the run root)."""
+    return cfg.instances.repo_store or store.join(cfg.orchestration.run_root, ".cache", "repos")
+
+
+def read_instances(url: str) -> list[Instance]:
+    return [Instance.from_row(r) for r in store.read_rows(url, "instances")]
+
+
+def read_guidance(url: str) -> dict[str, str] | None:
+    return {r["instance_id"]: r["text"] for r in store.read_rows(url, "guidance")} if url else None
+
+
+@stage_task("rollout")
+def rollout(run_dir: str, iteration: int, instances_path: str, policy_dir: str, cfg: Config,
+            out: str = "rollouts", guidance_path: str = "", group_size: int = 0) -> str:
+    """Sample `group_size` (default algorithm.group_size) episodes per instance; ROLLOUTS rows."""
+    group_size = group_size or cfg.algorithm.group_size
+    key, done = finished(run_dir, iteration, out, instances_path=instances_path,
+                         policy_dir=policy_dir, guidance_path=guidance_path, group_size=group_size,
+                         engine=cfg.engine, agent=cfg.agent, sandbox=cfg.sandbox)
+    if done:
+        return done
+    instances = read_instances(instances_path)
+    guidance = read_guidance(guidance_path)
+    if guidance is not None:
+        instances = [i for i in instances if i.instance_id in guidance]
+    url = artifact(run_dir, iteration, f"{out}.parquet")
+    with store.stage(iter_dir(run_dir, iteration), out, key) as st:
+        rows = _sample(instances, policy_dir, cfg, group_size, iteration, guidance,
+                       SEED_OFFSETS.get(out, 0)) if instances else []
+        st.output("main", url, store.write_table(url, "rollouts", rows), rows=len(rows))
+    return url
+
+
+def make_policy(cfg: Config, policy_dir: str, instances: list[Instance]) -> Any:
+    """The engine that samples policy `policy_dir`.
+
+    `engine.name` is one of `agent.engines.ENGINES`, or `scripted[:variant]`: the package's scripted
+    policy (`agent.scripted`, variants gold, weak, cheat, format_error) replaying known actions
+    with `policy_dir`'s tokenizer, which drives the real loop, sandbox and grading end to end in
+    tests and demos. (Its replies do not depend on the weights, so training changes nothing it says.)
+    """
+    name, _, variant = cfg.engine.name.partition(":")
+    if name == "scripted":
+        from transformers import AutoTokenizer
+
+        from agent.scripted import ScriptedPolicy
+        return ScriptedPolicy(AutoTokenizer.from_pretrained(policy_dir), instances,
+                              variant=variant or "gold", scaffold=cfg.agent.scaffold)
+    from agent.engines import make_engine
+    return make_engine(dataclasses.replace(cfg.engine, model=policy_dir))
+
+
+def _sample(instances: list[Instance], policy_dir: str, cfg: Config, group_size: int,
+            iteration: int, guidance: dict[str, str] | None, seed_offset: int) -> list[dict]:
+    from agent.runner import run_rollouts
+    engine = make_policy(cfg, policy_dir, instances)
+    trajectories = run_rollouts(instances, engine, cfg.agent, cfg.sandbox, repo_store(cfg),
+                                group_size, iteration, guidance=guidance,
+                                workers=cfg.orchestration.max_workers,
+                                seed=cfg.engine.seed + seed_offset, max_batch=cfg.engine.max_batch,
+                                temperature=cfg.engine.temperature, progress=False)
+    return [t.to_row(policy_version=iteration) for t in trajectories]

@@ -1,0 +1,229 @@
+"""MLflow tracking of a training run: one MLflow run per run directory, metrics at step = iteration.
+
+- The run's id is kept in `<run_dir>/mlflow_run.json`, so a resumed training run keeps logging to
+  the same MLflow run; each iteration's logging is marked done (`_tracking/iter_<k>.json`) so a
+  resume never logs a step twice.
+- Params: the whole config, flattened (`swe_rlvr.config.flatten`).
+- Metrics per iteration: pass@1 ± SEM and pass@k (when evaluated; best@k beside them when a
+  verifier reranked the evaluation, `best<k>`), train resolve rate, guided
+  recovery rate, zero-advantage group fraction, mean turns, format-error and submit rates, mean
+  reward, loss, clip fractions, entropy, sampler mismatch, tokens/s and each stage's wall time.
+- Artifacts: each iteration's Parquet files, its checkpoint, and `plots/progress.png` (pass@1 and
+  mean reward per iteration).
+- Registry: every checkpoint becomes a version of `tracking.registered_model` with alias
+  `candidate`; a new best pass@1 also takes alias `champion`.
+The default store is SQLite under the run root with the artifact location beside it; a team
+server (`infra/docker-compose.yml`) is one `tracking.mlflow_uri` away.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from swe_rlvr.config import Config, flatten
+from tasks import metrics, store
+
+RUN_FILE = "mlflow_run.json"
+PLOT = "plots/progress.png"
+PARQUETS = ("instances", "rollouts", "validations", "guidance", "rollouts_guided",
+            "validations_guided", "rewards", "train_metrics", "eval_instances", "eval_rollouts",
+            "eval_validations", "eval")
+
+
+def _local_root(cfg: Config) -> Path | None:
+    fs, path = store.fs_and_path(cfg.orchestration.run_root)
+    return Path(path).resolve() if "file" in fs.protocol else None
+
+
+def tracking_uri(cfg: Config) -> str:
+    """tracking.mlflow_uri, else `sqlite:///<run_root>/mlflow.db` (absolute)."""
+    if cfg.tracking.mlflow_uri:
+        return cfg.tracking.mlflow_uri
+    root = _local_root(cfg)
+    if root is None:
+        raise ValueError("orchestration.run_root is not a local path, so the default SQLite "
+                         "MLflow store cannot live there; set tracking.mlflow_uri to a server.")
+    root.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{root / 'mlflow.db'}"
+
+
+def artifact_location(cfg: Config) -> str | None:
+    """tracking.artifact_location, else `<run_root>/mlartifacts` for a local run root."""
+    if cfg.tracking.artifact_location:
+        return cfg.tracking.artifact_location
+    root = _local_root(cfg)
+    if root is None or cfg.tracking.mlflow_uri.startswith("http"):
+        return None  # a server chooses its own artifact store
+    return (root / "mlartifacts").as_uri()
+
+
+def client(cfg: Config) -> Any:
+    from mlflow.tracking import MlflowClient
+    return MlflowClient(tracking_uri=tracking_uri(cfg), registry_uri=tracking_uri(cfg))
+
+
+def experiment_id(mlc: Any, cfg: Config) -> str:
+    exp = mlc.get_experiment_by_name(cfg.tracking.experiment)
+    if exp is not None:
+        return exp.experiment_id
+    return mlc.create_experiment(cfg.tracking.experiment, artifact_location=artifact_location(cfg))
+
+
+def open_run(cfg: Config, run_dir: str) -> str:
+    """The MLflow run of `run_dir` (created, with the config as params, on first use)."""
+    saved = store.read_json(store.join(run_dir, RUN_FILE))
+    mlc = client(cfg)
+    if saved and saved.get("tracking_uri") == tracking_uri(cfg):
+        mlc.update_run(saved["run_id"], status="RUNNING")
+        return saved["run_id"]
+    from mlflow.entities import Param
+    run = mlc.create_run(experiment_id(mlc, cfg), run_name=run_dir.rstrip("/").rsplit("/", 1)[-1],
+                         tags={"swe_rlvr.run_dir": run_dir})
+    params = [Param(k, str(v)[:6000]) for k, v in sorted(flatten(cfg).items())]
+    for i in range(0, len(params), 100):
+        mlc.log_batch(run.info.run_id, params=params[i:i + 100])
+    store.write_json(store.join(run_dir, RUN_FILE),
+                     {"run_id": run.info.run_id, "tracking_uri": tracking_uri(cfg)})
+    return run.info.run_id
+
+
+def iteration_metrics(run_dir: str, iteration: int, k: int, best_k: int = 0) -> dict[str, float]:
+    """Every metric of iteration k, from its artifacts (missing artifacts contribute nothing)."""
+    it = store.join(run_dir, f"iter_{iteration}")
+
+    def rows(name: str, schema: str) -> list[dict]:
+        url = store.join(it, f"{name}.parquet")
+        return store.read_rows(url, schema) if store.exists(url) else []
+
+    rollouts, grades = rows("rollouts", "rollouts"), rows("validations", "validations")
+    guided, guided_grades = rows("rollouts_guided", "rollouts"), rows("validations_guided", "validations")
+    out = metrics.rollout_summary(rollouts, grades) if rollouts else {}
+    out.update(_recovery(rollouts + guided, grades + guided_grades, rows("guidance", "guidance")))
+    if store.exists(store.join(it, "rewards.parquet")):
+        out.update(metrics.reward_summary(rows("rewards", "rewards")))
+    if store.exists(store.join(it, "train_metrics.parquet")):
+        out.update(metrics.train_summary(rows("train_metrics", "train_metrics")))
+    if store.exists(store.join(it, "eval.parquet")):
+        out.update(metrics.eval_summary(rows("eval", "eval"), k, best_k))
+    out.update(metrics.stage_times(store.stage_manifests(it)))
+    return out
+
+
+def _recovery(rollouts: list[dict], grades: list[dict], guidance: list[dict]) -> dict[str, float]:
+    if not guidance:
+        return {}
+    from agent.recovery import recovery_metrics
+    failed = {g["instance_id"] for g in guidance}
+    out = recovery_metrics(rollouts, grades, failed)
+    out["guidance_leakage"] = sum(g["leakage"] for g in guidance) / len(guidance)
+    return out
+
+
+def log_step(cfg: Config, run_id: str, run_dir: str, step: int, policy_dir: str = ""
+             ) -> dict[str, float]:
+    """Log `iter_<step>`'s metrics at `step` and its artifacts, once; returns the metrics.
+
+    Step k holds the evaluation of policy k and the training of iteration k (policy k -> k+1).
+    `policy_dir`, when it is a sealed checkpoint this run trained, is policy k: it is logged and
+    registered with its pass@1.
+    """
+    marker = store.join(run_dir, "_tracking", f"step_{step}.json")
+    done = store.read_json(marker)
+    if done is not None:
+        return done["metrics"]
+    values = iteration_metrics(run_dir, step, cfg.eval.k, cfg.eval.best_of_k)
+    mlc = client(cfg)
+    from mlflow.entities import Metric
+    now = int(time.time() * 1000)
+    mlc.log_batch(run_id, metrics=[Metric(k, float(v), now, step) for k, v in values.items()])
+    if cfg.tracking.log_artifacts:
+        _log_files(mlc, run_id, run_dir, step)
+        _plot(mlc, run_id)
+    registered = {}
+    if policy_dir and cfg.tracking.log_checkpoints and store.is_sealed(policy_dir):
+        registered = _register(cfg, mlc, run_id, run_dir, step, policy_dir, values.get("pass1"))
+    store.write_json(marker, {"metrics": values, "registered": registered})
+    return values
+
+
+def _log_files(mlc: Any, run_id: str, run_dir: str, iteration: int) -> None:
+    it = store.join(run_dir, f"iter_{iteration}")
+    for name in PARQUETS:
+        url = store.join(it, f"{name}.parquet")
+        if store.exists(url):
+            mlc.log_artifact(run_id, _local(url), f"iter_{iteration}")
+
+
+def _local(url: str) -> str:
+    fs, path = store.fs_and_path(url)
+    if "file" in fs.protocol:
+        return path
+    dst = Path(tempfile.mkdtemp(prefix="swe-rlvr-")) / path.rsplit("/", 1)[-1]
+    fs.get(path, str(dst), recursive=True)
+    return str(dst)
+
+
+def _plot(mlc: Any, run_id: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for key, label in (("pass1", "pass@1"), ("reward_mean", "mean reward")):
+        hist = sorted(mlc.get_metric_history(run_id, key), key=lambda m: m.step)
+        if hist:
+            ax.plot([m.step for m in hist], [m.value for m in hist], marker="o", label=label)
+    ax.set_xlabel("iteration")
+    ax.legend(loc="best")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    mlc.log_figure(run_id, fig, PLOT)
+    plt.close(fig)
+
+
+def _register(cfg: Config, mlc: Any, run_id: str, run_dir: str, step: int, ckpt: str,
+              pass1: float | None) -> dict:
+    """Log policy `step`'s checkpoint and register it: alias candidate, and champion if best."""
+    path = f"checkpoints/policy_{step}"
+    mlc.log_artifacts(run_id, _local(ckpt), path)
+    name = cfg.tracking.registered_model
+    from mlflow.exceptions import MlflowException
+    try:
+        mlc.create_registered_model(name)
+    except MlflowException:
+        pass  # already registered
+    source = f"{mlc.get_run(run_id).info.artifact_uri}/{path}"
+    tags = {"policy_version": str(step), "run_dir": run_dir}
+    if pass1 is not None:
+        tags["pass1"] = str(pass1)
+    version = mlc.create_model_version(name, source, run_id=run_id, tags=tags).version
+    mlc.set_registered_model_alias(name, "candidate", version)
+    aliases = ["candidate"]
+    if pass1 is not None and pass1 > _champion_pass1(mlc, name):
+        mlc.set_registered_model_alias(name, "champion", version)
+        aliases.append("champion")
+    return {"version": str(version), "aliases": aliases}
+
+
+def _champion_pass1(mlc: Any, name: str) -> float:
+    from mlflow.exceptions import MlflowException
+    try:
+        mv = mlc.get_model_version_by_alias(name, "champion")
+    except MlflowException:
+        return float("-inf")
+    return float(mv.tags.get("pass1", "-inf"))
+
+
+def close_run(cfg: Config, run_id: str, status: str = "FINISHED") -> None:
+    client(cfg).set_terminated(run_id, status=status)
+
+
+def run_link(cfg: Config, run_id: str) -> str:
+    """A URL of the run in the MLflow UI (http stores) or the command that opens one."""
+    uri = tracking_uri(cfg)
+    if uri.startswith("http"):
+        exp = client(cfg).get_run(run_id).info.experiment_id
+        return f"{uri.rstrip('/')}/#/experiments/{exp}/runs/{run_id}"
+    return f"mlflow ui --backend-store-uri {uri}  (run {run_id})"

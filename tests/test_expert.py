@@ -1,0 +1,83 @@
+"""Expert trajectories for the warm-up: gold fixes replayed through the real loop, train split only.
+
+Every train instance must give a resolved, submitted expert episode in the tiny model's own tokens
+whose loss mask is 1 exactly on the replies (the action tokens): never on the system prompt, the
+issue or an observation. The test split must be refused before anything runs, because an expert
+episode on an evaluation instance would teach the policy that instance's answer.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.expert import SplitError, expert_episodes, expert_rows, expert_trajectories
+from swe_rlvr.config import AgentConfig, SandboxConfig
+
+WORKERS = 4
+
+
+@pytest.fixture(scope="module")
+def builtin_train():
+    from swe_rlvr.builtin import load_builtin
+    try:
+        return load_builtin("train")
+    except FileNotFoundError as exc:
+        pytest.skip(f"built-in instances not generated yet: {exc}")
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    root = tmp_path_factory.mktemp("expert")
+    return SandboxConfig(workdir=str(root / "work"), env_cache=str(root / "envs")), root / "repos"
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_dir):
+    from transformers import AutoTokenizer
+    return AutoTokenizer.from_pretrained(tiny_model_dir)
+
+
+@pytest.fixture(scope="module")
+def expert(builtin_train, tiny_model_dir, env):
+    sandbox_cfg, store = env
+    return expert_trajectories(builtin_train, tiny_model_dir, AgentConfig(), sandbox_cfg, store,
+                               workers=WORKERS)
+
+
+def test_every_train_instance_gives_a_resolved_expert_episode(builtin_train, expert):
+    assert sorted(t.instance_id for t in expert) == sorted(i.instance_id for i in builtin_train)
+    assert all(t.termination == "submitted" and t.patch and not t.format_errors for t in expert)
+
+
+def test_loss_mask_covers_only_the_replies(expert, tokenizer):
+    """mask 1 exactly on [turn start, end-of-turn] of each reply; the prompt and observations are 0,
+    and the masked tokens decode to the expert's own command blocks."""
+    eot = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    for traj in expert:
+        want = [0] * len(traj.token_ids)
+        for start in traj.turn_starts:
+            end = traj.token_ids.index(eot, start) + 1   # the reply runs through its end-of-turn id
+            want[start:end] = [1] * (end - start)
+        assert traj.loss_mask == want, traj.instance_id
+        assert traj.loss_mask[:traj.turn_starts[0]] == [0] * traj.turn_starts[0]
+        replies = [tokenizer.decode(traj.token_ids[s:traj.token_ids.index(eot, s)])
+                   for s in traj.turn_starts]
+        assert all("```bash\n" in r for r in replies) and replies[-1].endswith("submit\n```")
+
+
+def test_expert_episodes_feed_rft(expert):
+    episodes = expert_episodes(expert)
+    assert len(episodes) == len(expert)
+    assert all(e.resolved and e.num_actions > 0 for e in episodes)
+    rollouts, rewards = expert_rows(expert)
+    assert [r["episode_id"] for r in rollouts] == [r["episode_id"] for r in rewards]
+
+
+def test_test_split_is_refused(tiny_model_dir, env):
+    from swe_rlvr.builtin import load_builtin
+
+    sandbox_cfg, store = env
+    mixed = load_builtin("train")[:1] + load_builtin("test")[:1]
+    with pytest.raises(SplitError, match="train.*split") as info:
+        expert_trajectories(mixed, tiny_model_dir, AgentConfig(), sandbox_cfg, store)
+    assert mixed[1].instance_id in str(info.value) and mixed[0].instance_id not in str(info.value)
