@@ -18,7 +18,7 @@ from flows.runners import task_runner
 from flows.runs import RunResult, run_directory
 from flows.warmup import expert_warmup
 from swe_rlvr.config import Config, load_config
-from tasks.report import finish_tracking, start_tracking, summarize, track_step
+from tasks.report import summarize, track_step, tracked_run
 from tasks.tracking import tracking_uri
 from tasks.verifier import verifier_dir
 
@@ -34,26 +34,25 @@ def train_flow(config: str | None = None, overrides: list[str] | None = None) ->
     """Train a policy: expert and RFT warm-ups (optional), then the RL iterations."""
     cfg = _config(config, overrides)
     run_dir, runner = run_directory(cfg), task_runner(cfg)
-    run_id = start_tracking(cfg, run_dir)
-    iterate = rl_iteration.with_options(task_runner=runner)
-    evaluate = evaluate_policy.with_options(task_runner=runner)
-    policy = cfg.engine.model
-    if cfg.orchestration.expert_warmup:
-        policy = expert_warmup.with_options(task_runner=runner)(cfg, run_dir, policy)
-    if cfg.orchestration.rft_warmup:
-        policy = rft_warmup.with_options(task_runner=runner)(cfg, run_dir, policy)
-    steps, checkpoints, verifier = {}, [], ""
-    for k in range(cfg.orchestration.iterations):
-        if k % cfg.eval.every == 0:
-            evaluate(cfg, run_dir, k, policy, verifier)
-        checkpoints.append(iterate(cfg, run_dir, k, policy))
-        steps[k] = track_step(cfg, run_id, run_dir, k, policy)
-        policy, verifier = checkpoints[-1], verifier_dir(run_dir, k)
-    last = cfg.orchestration.iterations
-    evaluate(cfg, run_dir, last, policy, verifier)
-    steps[last] = track_step(cfg, run_id, run_dir, last, policy)
-    summarize(cfg, run_id, run_dir, steps, "train")
-    finish_tracking(cfg, run_id)
+    with tracked_run(cfg, run_dir) as run_id:
+        iterate = rl_iteration.with_options(task_runner=runner)
+        evaluate = evaluate_policy.with_options(task_runner=runner)
+        policy = cfg.engine.model
+        if cfg.orchestration.expert_warmup:
+            policy = expert_warmup.with_options(task_runner=runner)(cfg, run_dir, policy)
+        if cfg.orchestration.rft_warmup:
+            policy = rft_warmup.with_options(task_runner=runner)(cfg, run_dir, policy)
+        steps, checkpoints, verifier = {}, [], ""
+        for k in range(cfg.orchestration.iterations):
+            if k % cfg.eval.every == 0:
+                evaluate(cfg, run_dir, k, policy, verifier)
+            checkpoints.append(iterate(cfg, run_dir, k, policy))
+            steps[k] = track_step(cfg, run_id, run_dir, k, policy)
+            policy, verifier = checkpoints[-1], verifier_dir(run_dir, k)
+        last = cfg.orchestration.iterations
+        evaluate(cfg, run_dir, last, policy, verifier)
+        steps[last] = track_step(cfg, run_id, run_dir, last, policy)
+        summarize(cfg, run_id, run_dir, steps, "train")
     return RunResult(run_dir, run_id, tracking_uri(cfg), policy, steps, checkpoints)
 
 
@@ -62,12 +61,11 @@ def rft_flow(config: str | None = None, overrides: list[str] | None = None) -> R
     """Rejection fine-tuning on the policy's own successes, then an evaluation of the result."""
     cfg = _config(config, overrides)
     run_dir, runner = run_directory(cfg, prefix="rft"), task_runner(cfg)
-    run_id = start_tracking(cfg, run_dir)
-    policy = rft_warmup.with_options(task_runner=runner)(cfg, run_dir, cfg.engine.model)
-    evaluate_policy.with_options(task_runner=runner)(cfg, run_dir, 0, policy)
-    steps = {0: track_step(cfg, run_id, run_dir, 0, policy)}
-    summarize(cfg, run_id, run_dir, steps, "rft")
-    finish_tracking(cfg, run_id)
+    with tracked_run(cfg, run_dir) as run_id:
+        policy = rft_warmup.with_options(task_runner=runner)(cfg, run_dir, cfg.engine.model)
+        evaluate_policy.with_options(task_runner=runner)(cfg, run_dir, 0, policy)
+        steps = {0: track_step(cfg, run_id, run_dir, 0, policy)}
+        summarize(cfg, run_id, run_dir, steps, "rft")
     return RunResult(run_dir, run_id, tracking_uri(cfg), policy, steps, [policy])
 
 
@@ -79,10 +77,9 @@ def evaluate_flow(config: str | None = None, overrides: list[str] | None = None,
     extra = ([f"engine.model={model}"] if model else []) + ([f"eval.split={split}"] if split else [])
     cfg = _config(config, list(overrides or []) + extra)
     run_dir = run_directory(cfg, prefix="eval")
-    run_id = start_tracking(cfg, run_dir)
-    evaluate_policy.with_options(task_runner=task_runner(cfg))(cfg, run_dir, 0, cfg.engine.model,
-                                                               verifier)
-    steps = {0: track_step(cfg, run_id, run_dir, 0)}
-    summarize(cfg, run_id, run_dir, steps, "evaluate")
-    finish_tracking(cfg, run_id)
+    with tracked_run(cfg, run_dir) as run_id:
+        evaluate_policy.with_options(task_runner=task_runner(cfg))(cfg, run_dir, 0, cfg.engine.model,
+                                                                   verifier)
+        steps = {0: track_step(cfg, run_id, run_dir, 0)}
+        summarize(cfg, run_id, run_dir, steps, "evaluate")
     return RunResult(run_dir, run_id, tracking_uri(cfg), cfg.engine.model, steps)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
 # command group -> "module:function" that adds its subparsers
@@ -20,6 +21,10 @@ COMMAND_GROUPS: dict[str, str] = {
     "train": "flows.cli:register",
     "experiment": "flows.experiment_cli:register",
 }
+
+
+CHATTY_LOGGERS = ("httpx", "httpcore", "urllib3", "filelock", "alembic", "docker")
+"""Libraries whose INFO lines are noise at the CLI; `-v` shows them again."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,9 +45,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Prefect's ephemeral server would try to send usage telemetry and log an ERROR when the
+    # machine is offline (training boxes often are); set it to true to opt back in.
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    if not args.verbose:  # one line per API call to Prefect's server drowns the run's own log
+        for name in CHATTY_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
     try:
         return int(args.handler(args) or 0)
     except KeyboardInterrupt:

@@ -6,6 +6,10 @@ where the artifacts lie) and a table with one row per step, both linking to the 
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
@@ -34,6 +38,23 @@ def track_step(cfg: Config, run_id: str, run_dir: str, step: int, policy_dir: st
 @task(name="finish-tracking", **_TRACKING)
 def finish_tracking(cfg: Config, run_id: str) -> None:
     tracking.close_run(cfg, run_id)
+
+
+@contextmanager
+def tracked_run(cfg: Config, run_dir: str) -> Iterator[str]:
+    """The MLflow run of `run_dir` for the body of a flow: FINISHED when the body returns, FAILED
+    when it raises (a rerun of the same run directory reopens it as RUNNING and resumes)."""
+    run_id = start_tracking(cfg, run_dir)
+    try:
+        yield run_id
+    except BaseException:
+        try:
+            tracking.close_run(cfg, run_id, status="FAILED")
+        except Exception as exc:  # the flow's own error matters more than this one
+            logging.getLogger(__name__).warning("could not mark MLflow run %s FAILED: %s",
+                                                run_id, exc)
+        raise
+    finish_tracking(cfg, run_id)
 
 
 def _artifact_key(text: str) -> str:

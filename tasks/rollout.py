@@ -86,5 +86,5 @@ def _sample(instances: list[Instance], policy_dir: str, cfg: Config, group_size:
                                 group_size, iteration, guidance=guidance,
                                 workers=cfg.orchestration.max_workers,
                                 seed=cfg.engine.seed + seed_offset, max_batch=cfg.engine.max_batch,
-                                temperature=cfg.engine.temperature, progress=False)
+                                temperature=cfg.engine.temperature, progress=True)
     return [t.to_row(policy_version=iteration) for t in trajectories]

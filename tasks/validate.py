@@ -39,5 +39,5 @@ def _grade(episodes: list[dict], instances: dict, cfg: Config) -> list[dict]:
     from sandbox.grading import grade_many
     items = [(instances[e["instance_id"]], e["patch"], e["episode_id"]) for e in episodes]
     reports = grade_many(items, cfg.sandbox, repo_store(cfg), cfg.orchestration.max_workers,
-                         progress=False)
+                         progress=True)
     return [r.to_row() for r in reports]

@@ -84,3 +84,17 @@ def test_resume_reuses_the_run_and_logs_no_step_twice(tracked):
     mlc = tracking.client(cfg)
     assert len(mlc.get_metric_history(run_id, "pass1")) == 3
     assert len(mlc.search_model_versions(f"name='{cfg.tracking.registered_model}'")) == 3
+
+
+def test_a_flow_body_that_raises_leaves_its_mlflow_run_failed_and_a_rerun_reopens_it(tmp_path):
+    from tasks.report import tracked_run
+    cfg = load_config(None, [f"orchestration.run_root={tmp_path}"])
+    run_dir = str(tmp_path / "crashing")
+    with pytest.raises(RuntimeError, match="boom"):
+        with tracked_run(cfg, run_dir) as run_id:
+            raise RuntimeError("boom")
+    assert tracking.client(cfg).get_run(run_id).info.status == "FAILED"
+    with tracked_run(cfg, run_dir) as again:                 # the resumed run: same MLflow run
+        assert tracking.client(cfg).get_run(again).info.status == "RUNNING"
+    assert again == run_id
+    assert tracking.client(cfg).get_run(run_id).info.status == "FINISHED"
