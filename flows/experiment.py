@@ -1,0 +1,263 @@
+"""The experiment ladder: base -> warm-up -> RFT -> DAPO (-> DAPO with guidance), over seeds.
+
+    from flows.experiment import run_ladder
+    report = run_ladder("configs/ladder.yaml", ["orchestration.iterations=2"], seeds=3,
+                        out="runs/ladder")
+
+Each arm starts from the policy of the arm before it (same seed) and is one ordinary flow run of
+`flows.api` with the arm's overrides, so the ladder re-implements no stage:
+
+| arm | flow | starts from | what it adds |
+|---|---|---|---|
+| base | evaluate | engine.model | nothing: the model as given |
+| warmup | train, 0 iterations | engine.model | `orchestration.expert_warmup`: SFT on expert episodes of the train split |
+| rft | rft | warmup | Nebius RFT on its own resolved train episodes |
+| dapo | train, K iterations | rft | DAPO, guidance off |
+| dapo_guided | train, K iterations | rft | guidance on; `guidance.mode` pairs trains DPO on (guided success, unguided failure) pairs (Agent-RLVR), strip/keep train DAPO |
+
+K is `orchestration.iterations`. Every arm is evaluated on `eval.split` (the held-out test split;
+it must differ from `instances.train_split`) with `eval.runs` runs per instance; seed s sets
+`engine.seed` and `trainer.seed`. Everything lands under `out`: one run directory per (arm,
+seed) named `<arm>-seed<s>` (`out` is the run root, so the SQLite MLflow store is
+`out/mlflow.db`), `results/<arm>/seed<s>.json`, `report.md` and `ladder.png`.
+
+MLflow: one parent run for the ladder, one child run per arm (the aggregate over seeds), and each
+(arm, seed) flow run as a child of its arm (tag `mlflow.parentRunId`).
+
+Resumable: an (arm, seed) whose result file exists is skipped, and an interrupted one resumes
+inside its flow from the last finished stage. The ladder is a plain driver rather than a flow of
+its own: every arm is its own flow run in Prefect, and nothing here needs Prefect's retries.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from swe_rlvr.config import Config, ConfigError, load_config
+
+log = logging.getLogger("swe_rlvr.ladder")
+
+
+@dataclass(frozen=True)
+class Arm:
+    name: str
+    flow: str
+    """flows.api function: evaluate, train or rft."""
+    parent: str
+    """The arm whose policy this one starts from ("" = engine.model)."""
+    overrides: tuple[str, ...]
+
+
+ARMS: dict[str, Arm] = {a.name: a for a in (
+    Arm("base", "evaluate", "", ()),
+    Arm("warmup", "train", "", ("orchestration.expert_warmup=true",
+                                "orchestration.rft_warmup=false", "orchestration.iterations=0")),
+    Arm("rft", "rft", "warmup", ()),
+    Arm("dapo", "train", "rft", ("orchestration.expert_warmup=false",
+                                 "orchestration.rft_warmup=false", "guidance.enabled=false",
+                                 "algorithm.name=dapo")),
+    Arm("dapo_guided", "train", "rft", ("orchestration.expert_warmup=false",
+                                        "orchestration.rft_warmup=false", "guidance.enabled=true")),
+)}
+
+
+def arms_to_run(requested: Sequence[str]) -> list[str]:
+    """The requested arms plus the arms they start from, in ladder order."""
+    unknown = [a for a in requested if a not in ARMS]
+    if unknown or not requested:
+        raise ConfigError(f"Unknown arm(s) {', '.join(map(repr, unknown)) or '(none given)'}; "
+                          f"choose from: {', '.join(ARMS)} (e.g. --arms base,warmup,rft).")
+    wanted = set(requested)
+    for name in reversed(list(ARMS)):
+        if name in wanted and ARMS[name].parent:
+            wanted.add(ARMS[name].parent)
+    return [a for a in ARMS if a in wanted]
+
+
+def arm_overrides(arm: Arm, cfg: Config) -> list[str]:
+    """The arm's own overrides; the guided arm's algorithm follows guidance.mode."""
+    extra = []
+    if arm.name == "dapo_guided":
+        extra = [f"algorithm.name={'dpo' if cfg.guidance.mode == 'pairs' else 'dapo'}"]
+    return [*arm.overrides, *extra]
+
+
+def check_ladder(cfg: Config) -> None:
+    """Refuse, before any arm runs, a config the ladder cannot report honestly on."""
+    from agent.expert import STYLES
+    if cfg.eval.split == cfg.instances.train_split:
+        raise ConfigError(f"eval.split and instances.train_split are both {cfg.eval.split!r}: the "
+                          f"ladder evaluates on a held-out split; set eval.split=test (or another "
+                          f"split that training never sees).")
+    if cfg.orchestration.expert_style not in STYLES:
+        raise ConfigError(f"Unknown orchestration.expert_style {cfg.orchestration.expert_style!r}; "
+                          f"choose one of: {', '.join(STYLES)}.")
+
+
+@dataclass
+class Ladder:
+    """One ladder invocation: its base config, output folder and MLflow runs."""
+
+    config: str | None
+    overrides: list[str]
+    cfg: Config
+    out: Path
+    seeds: list[int]
+    arms: list[str]
+
+    def seed_overrides(self, arm: Arm, seed: int, policy: str) -> list[str]:
+        return [*self.overrides, *arm_overrides(arm, self.cfg), f"engine.model={policy}",
+                f"engine.seed={seed}", f"trainer.seed={seed}",
+                f"orchestration.run_root={self.out}",
+                f"orchestration.run_name={arm.name}-seed{seed}"]
+
+    def result_path(self, arm: str, seed: int) -> Path:
+        return self.out / "results" / arm / f"seed{seed}.json"
+
+    def load(self, arm: str, seed: int) -> dict | None:
+        path = self.result_path(arm, seed)
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def results(self) -> dict[str, list[dict]]:
+        found = {a: [self.load(a, s) for s in self.seeds] for a in self.arms}
+        return {a: [r for r in rs if r] for a, rs in found.items() if any(rs)}
+
+
+def run_ladder(config: str | Path | None = None, overrides: Sequence[str] = (), seeds: int = 3,
+               arms: Sequence[str] = tuple(ARMS), out: str | Path = "runs/ladder") -> str:
+    """Run (or resume) the ladder; returns the path of report.md."""
+    from flows.preflight import preflight
+    if seeds < 1:
+        raise ConfigError(f"--seeds must be at least 1 (got {seeds}); use 3 or more for a CI.")
+    out = Path(out).resolve()
+    overrides = list(overrides)
+    cfg = load_config(config, overrides + [f"orchestration.run_root={out}"])
+    check_ladder(cfg)
+    preflight(cfg)
+    ladder = Ladder(str(config) if config else None, overrides, cfg, out, list(range(seeds)),
+                    arms_to_run(list(arms)))
+    out.mkdir(parents=True, exist_ok=True)
+    began = time.monotonic()
+    parent = _tracking_run(cfg, out, "")
+    log.info("ladder: arms %s, seeds %s, out %s", ",".join(ladder.arms), ladder.seeds, out)
+    for name in ladder.arms:
+        arm_run = _tracking_run(cfg, out / "arms" / name, parent)
+        for seed in ladder.seeds:
+            _run_arm_seed(ladder, ARMS[name], seed, arm_run)
+        _log_arm(cfg, arm_run, parent, name, ladder.results().get(name, []), out / "arms" / name)
+        report = _write_outputs(ladder, time.monotonic() - began)
+    _finish(cfg, parent, out, ladder)
+    return str(report)
+
+
+def _run_arm_seed(ladder: Ladder, arm: Arm, seed: int, arm_run: str) -> dict:
+    done = ladder.load(arm.name, seed)
+    if done:
+        log.info("ladder: %s seed %d already done (pass@1 %.3f), skipped", arm.name, seed,
+                 done["pass1"])
+        return done
+    policy = ladder.cfg.engine.model
+    if arm.parent:
+        parent = ladder.load(arm.parent, seed)
+        if parent is None:
+            raise ConfigError(f"Arm {arm.name!r} seed {seed} starts from arm {arm.parent!r}, "
+                              f"which has no result in {ladder.out}; include it in --arms.")
+        policy = parent["policy"]
+    log.info("ladder: %s seed %d starting from %s", arm.name, seed, policy)
+    began = time.monotonic()
+    result = _flow(arm.flow)(ladder.config, ladder.seed_overrides(arm, seed, policy))
+    from tasks.ladder_report import seed_result
+    row = seed_result(arm.name, seed, result, time.monotonic() - began)
+    _tag_child(ladder.cfg, row["mlflow_run_id"], arm_run, arm.name, seed)
+    path = ladder.result_path(arm.name, seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(row, indent=1))
+    log.info("ladder: %s seed %d done in %.1f min: pass@1 %.3f, format errors %.2f, submit %.2f, "
+             "turns %.1f", arm.name, seed, row["wall_s"] / 60, row["pass1"],
+             row["format_error_rate"], row["submit_rate"], row["mean_turns"])
+    return row
+
+
+def _flow(name: str):
+    from flows import api
+    return {"evaluate": api.evaluate, "train": api.train, "rft": api.rft}[name]
+
+
+def _tracking_run(cfg: Config, run_dir: Path, parent: str) -> str:
+    """The MLflow run of `run_dir` (the ladder, or one arm), a child of `parent` when given."""
+    from tasks import tracking
+    run_id = tracking.open_run(cfg, str(run_dir))
+    if parent:
+        tracking.client(cfg).set_tag(run_id, "mlflow.parentRunId", parent)
+    return run_id
+
+
+def _tag_child(cfg: Config, run_id: str, arm_run: str, arm: str, seed: int) -> None:
+    from tasks import tracking
+    mlc = tracking.client(cfg)
+    for key, value in (("mlflow.parentRunId", arm_run), ("swe_rlvr.arm", arm),
+                       ("swe_rlvr.seed", str(seed))):
+        mlc.set_tag(run_id, key, value)
+
+
+def _log_arm(cfg: Config, arm_run: str, parent: str, arm: str, seeds: list[dict],
+             arm_dir: Path) -> None:
+    """The arm's aggregate (and its mean pass@1 per step) on its run and, prefixed, on the parent;
+    once per set of seeds (`<arm dir>/logged.json`), so a resumed ladder logs nothing twice."""
+    logged = arm_dir / "logged.json"
+    runs = sorted(s["mlflow_run_id"] for s in seeds)
+    if not seeds or (logged.exists() and json.loads(logged.read_text()) == runs):
+        return
+    import math
+
+    from mlflow.entities import Metric
+
+    from tasks import tracking
+    from tasks.ladder import aggregate_arm, curve
+    now = int(time.time() * 1000)
+    row = {k: v for k, v in aggregate_arm(seeds).items() if not math.isnan(v)}
+    steps, means, _ = curve(seeds)
+    mlc = tracking.client(cfg)
+    mlc.set_tag(arm_run, "swe_rlvr.arm", arm)
+    mlc.log_batch(arm_run, metrics=[Metric(k, v, now, 0) for k, v in row.items()
+                                    if k != "pass1"]
+                  + [Metric("pass1", m, now, s) for s, m in zip(steps, means)])
+    mlc.log_batch(parent, metrics=[Metric(f"{arm}.{k}", v, now, 0) for k, v in row.items()])
+    tracking.close_run(cfg, arm_run)
+    logged.write_text(json.dumps(runs))
+
+
+def _write_outputs(ladder: Ladder, wall_s: float) -> Path:
+    from tasks.ladder_report import write_plot, write_report
+    results = ladder.results()
+    cfg = ladder.cfg
+    header = ["# swe-rlvr experiment ladder", "",
+              f"- config: `{ladder.config}`, overrides: `{' '.join(ladder.overrides) or '(none)'}`",
+              f"- model: `{cfg.engine.model}`; scaffold `{cfg.agent.scaffold}`, max turns "
+              f"{cfg.agent.max_turns}, group size {cfg.algorithm.group_size}, RL iterations "
+              f"{cfg.orchestration.iterations}, guidance mode `{cfg.guidance.mode}`",
+              f"- evaluation: split `{cfg.eval.split}`, {cfg.eval.runs} run(s) per instance"
+              f"{f', first {cfg.eval.limit} instances' if cfg.eval.limit else ''}; training split "
+              f"`{cfg.instances.train_split}`",
+              f"- seeds: {ladder.seeds}; arms: {', '.join(ladder.arms)}",
+              f"- this invocation's wall time: {wall_s / 60:.1f} min",
+              "", "![pass@1 per iteration](ladder.png)"]
+    report = ladder.out / "report.md"
+    write_report(report, results, header)
+    write_plot(ladder.out / "ladder.png", results)
+    return report
+
+
+def _finish(cfg: Config, parent: str, out: Path, ladder: Ladder) -> None:
+    from tasks import tracking
+    mlc = tracking.client(cfg)
+    mlc.set_tag(parent, "swe_rlvr.ladder.seeds", ",".join(map(str, ladder.seeds)))
+    mlc.set_tag(parent, "swe_rlvr.ladder.arms", ",".join(ladder.arms))
+    mlc.log_artifact(parent, str(out / "report.md"))
+    mlc.log_artifact(parent, str(out / "ladder.png"))
+    tracking.close_run(cfg, parent)

@@ -1,0 +1,55 @@
+"""`swe-rlvr experiment ladder`: base -> warm-up -> RFT -> DAPO (-> guided), with CIs over seeds.
+
+    swe-rlvr experiment ladder                                  # configs/ladder.yaml, 3 seeds
+    swe-rlvr experiment ladder --seeds 1 --arms base,warmup eval.limit=4 --out runs/ladder-quick
+    swe-rlvr experiment ladder orchestration.iterations=3 engine.device=cuda engine.name=vllm
+
+Rerunning with the same --out resumes: finished (arm, seed) pairs are skipped. See
+`flows.experiment` for the arms and where everything lands.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+LADDER_CONFIG = "configs/ladder.yaml"
+SMOLLM2_DIR = "runs/.models/smollm2"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    group = sub.add_parser("experiment", help="reproducible experiments (the learning ladder)")
+    experiments = group.add_subparsers(dest="experiment", metavar="EXPERIMENT")
+    experiments.required = True
+    from flows.experiment import ARMS
+    ladder = experiments.add_parser("ladder", help="base -> warm-up -> RFT -> DAPO (-> guided), "
+                                                   "evaluated on the test split over seeds")
+    ladder.add_argument("--config", default=LADDER_CONFIG,
+                        help=f"YAML config (default {LADDER_CONFIG})")
+    ladder.add_argument("--seeds", type=int, default=3,
+                        help="seeds 0..N-1 (default 3; a CI needs >= 2)")
+    ladder.add_argument("--arms", default=",".join(ARMS),
+                        help=f"comma list of {', '.join(ARMS)} (prerequisite arms are added)")
+    ladder.add_argument("--out", default="runs/ladder", help="output folder (default runs/ladder)")
+    ladder.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                        help="dotted overrides, e.g. orchestration.iterations=2 eval.runs=3")
+    ladder.set_defaults(handler=_ladder)
+
+
+def _ladder(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import logging
+
+    from flows.experiment import run_ladder
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per Prefect API call buries progress
+    from swe_rlvr.config import load_config
+    model = load_config(args.config, args.overrides).engine.model
+    if model == SMOLLM2_DIR and not (Path(model) / "config.json").exists():
+        from agent.models import convert_smollm2
+        print(f"building {model} (SmolLM2-135M-Instruct, once)")
+        convert_smollm2(model)
+    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    report = run_ladder(args.config, args.overrides, seeds=args.seeds, arms=arms, out=args.out)
+    print(Path(report).read_text())
+    print(f"report: {report}")
+    return 0

@@ -1,0 +1,235 @@
+"""The experiment ladder: its confidence-interval math, its split guard, and the whole ladder at toy
+size (the tiny random model, 1 seed, 1 RL iteration, 2 train and 2 test instances, G=2) under a
+real Prefect API and a real MLflow store.
+
+The random tiny model solves nothing, so the toy ladder checks the plumbing, not learning: every
+arm runs its flow, the warm-up trains on train-split expert episodes only, the report, the plot
+and the MLflow parent -> arm -> seed runs exist with their metrics, and a rerun skips every arm.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import pytest
+
+from flows.experiment import ARMS, Arm, arm_overrides, arms_to_run, check_ladder
+from swe_rlvr.config import ConfigError, load_config
+from tasks.ladder import (aggregate_arm, curve, episode_stats, mean_ci, stage_seconds,
+                          t_critical)
+
+# --------------------------------------------------------------------------- the math
+
+
+def test_t_critical_matches_the_table_and_the_expansion_beyond_it():
+    assert t_critical(1) == 12.706
+    assert t_critical(2) == 4.303            # 3 seeds: more than twice the normal 1.96
+    assert t_critical(30) == 2.042
+    # df=31 by Cornish-Fisher: 1.96 + (7.530 + 1.960)/124 + (144.6 + 120.5 + 5.88)/92256
+    #                         = 1.96 + 0.0765 + 0.0029 = 2.0394 (tables: 2.0395)
+    assert t_critical(31) == pytest.approx(2.0395, abs=1e-3)
+    assert t_critical(10_000) == pytest.approx(1.960, abs=1e-3)
+    with pytest.raises(ValueError, match="at least 2 seeds"):
+        t_critical(0)
+
+
+def test_mean_ci_of_three_seeds_is_the_t_interval():
+    # mean 0.4; s = sqrt(((-.2)^2 + 0 + .2^2) / 2) = 0.2; half = 4.303 * 0.2 / sqrt(3) = 0.49687
+    mean, low, high = mean_ci([0.2, 0.4, 0.6])
+    assert mean == pytest.approx(0.4)
+    assert low == pytest.approx(0.4 - 0.49687, abs=1e-5)
+    assert high == pytest.approx(0.4 + 0.49687, abs=1e-5)
+
+
+def test_mean_ci_of_one_seed_has_no_interval_and_equal_seeds_a_zero_width_one():
+    mean, low, high = mean_ci([0.5])
+    assert mean == 0.5 and math.isnan(low) and math.isnan(high)
+    assert mean_ci([0.3, 0.3]) == pytest.approx((0.3, 0.3, 0.3))
+    with pytest.raises(ValueError, match="at least one value"):
+        mean_ci([])
+
+
+def test_episode_stats_are_per_turn_and_per_episode_rates():
+    rollouts = [{"turns": 4, "format_errors": 1, "termination": "submitted"},
+                {"turns": 2, "format_errors": 2, "termination": "format_errors"}]
+    # format errors (1 + 2) / (4 + 2) turns = 0.5; 1 of 2 submitted; (4 + 2) / 2 = 3 turns
+    assert episode_stats(rollouts) == {"format_error_rate": 0.5, "submit_rate": 0.5,
+                                       "mean_turns": 3.0}
+    assert episode_stats([])["submit_rate"] == 0.0
+
+
+def test_stage_seconds_sum_into_the_report_columns():
+    manifests = [{"rollouts": {"wall_s": 10.0}, "validations": {"wall_s": 5.0},
+                  "eval_rollouts": {"wall_s": 3.0}, "eval": {"wall_s": 0.5}},
+                 {"expert": {"wall_s": 2.0}, "update": {"wall_s": 7.0},
+                  "guidance": {"wall_s": 1.0}, "rewards": {"wall_s": 0.25}}]
+    # rollout 10 + 2 (expert); grading 5 + 0.25 (rewards); eval 3 + 0.5
+    assert stage_seconds(manifests) == {"rollout": 12.0, "grading": 5.25, "guidance": 1.0,
+                                        "update": 7.0, "eval": 3.5}
+    with pytest.raises(ValueError, match="STAGE_BUCKETS"):
+        stage_seconds([{"mystery": {"wall_s": 1.0}}])
+
+
+def _seed(pass1: float, by_step: dict[str, float], fmt: float, wall: float) -> dict:
+    return {"pass1": pass1, "pass1_by_step": by_step, "format_error_rate": fmt,
+            "submit_rate": 1 - fmt, "mean_turns": 3.0, "wall_s": wall,
+            "times": {"rollout": wall / 2, "eval": wall / 2}}
+
+
+def test_aggregate_arm_and_curve_over_two_seeds():
+    seeds = [_seed(0.1, {"0": 0.0, "1": 0.1}, 0.2, 60.0),
+             _seed(0.3, {"0": 0.2, "1": 0.3}, 0.4, 120.0)]
+    row = aggregate_arm(seeds)
+    # mean 0.2; s = sqrt(2 * 0.1^2 / 1) = 0.14142; half = 12.706 * 0.14142 / sqrt(2) = 1.2706
+    assert row["pass1"] == pytest.approx(0.2)
+    assert row["pass1_ci_high"] - row["pass1"] == pytest.approx(1.2706, abs=1e-4)
+    assert row["format_error_rate"] == pytest.approx(0.3) and row["wall_s"] == 90.0
+    assert row["time_rollout_s"] == 45.0 and row["time_update_s"] == 0.0
+    steps, means, halves = curve(seeds)
+    assert steps == [0, 1]
+    assert means == pytest.approx([0.1, 0.2])
+    assert halves == pytest.approx([1.2706, 1.2706], abs=1e-4)   # both steps spread 0.1 apart
+
+
+# --------------------------------------------------------------------------- the arms
+
+
+def test_arms_bring_their_prerequisites_in_ladder_order():
+    assert arms_to_run(["dapo"]) == ["warmup", "rft", "dapo"]
+    assert arms_to_run(["dapo_guided", "base"]) == ["base", "warmup", "rft", "dapo_guided"]
+    with pytest.raises(ConfigError, match="choose from: base, warmup, rft, dapo, dapo_guided"):
+        arms_to_run(["ppo"])
+
+
+def test_guided_arm_trains_dpo_on_pairs_and_dapo_otherwise():
+    guided = ARMS["dapo_guided"]
+    assert "algorithm.name=dpo" in arm_overrides(guided, load_config(None, ["guidance.mode=pairs"]))
+    assert "algorithm.name=dapo" in arm_overrides(guided, load_config(None, ["guidance.mode=strip"]))
+    assert isinstance(guided, Arm) and guided.parent == "rft"
+
+
+def test_ladder_refuses_to_evaluate_on_the_training_split():
+    with pytest.raises(ConfigError, match="eval.split and instances.train_split"):
+        check_ladder(load_config(None, ["eval.split=train"]))
+    with pytest.raises(ConfigError, match="orchestration.expert_style 'teacher'; choose one of"):
+        check_ladder(load_config(None, ["orchestration.expert_style=teacher"]))
+
+
+# --------------------------------------------------------------------------- the split guard
+
+
+def test_expert_task_refuses_test_instances_before_running_anything(tmp_path, tiny_model_dir):
+    """A warm-up pointed at the test split (instances.train_split=test) must fail in the expert
+    task, naming the refused ids, before a single sandbox or episode exists."""
+    from agent.expert import SplitError
+    from swe_rlvr.builtin import load_builtin
+    from tasks import store
+    from tasks.expert import expert_rollouts
+    url = str(tmp_path / "iter_0" / "instances.parquet")
+    store.write_table(url, "instances", [i.to_row() for i in load_builtin("test")[:2]])
+    cfg = load_config(None, [f"orchestration.run_root={tmp_path}",
+                             f"sandbox.workdir={tmp_path / 'work'}"])
+    with pytest.raises(SplitError, match="swe-rlvr__iniconf-3"):
+        expert_rollouts.fn(str(tmp_path), 0, url, str(tiny_model_dir), cfg)
+    assert not (tmp_path / "iter_0" / "rollouts.parquet").exists()
+    assert not (tmp_path / "work").exists() or not any((tmp_path / "work").iterdir())
+
+
+# --------------------------------------------------------------------------- the toy ladder
+
+# instances.ids holds 2 train and 2 test ids: each split keeps its own (the warm-up and RL see
+# the train pair, evaluation the test pair), so the toy warm-up replays 2 experts, not all 21.
+TOY_IDS = "[swe-rlvr__iniconf-1, swe-rlvr__ledger-1, swe-rlvr__iniconf-3, swe-rlvr__semverkit-3]"
+TOY = [f"instances.ids={TOY_IDS}", "eval.runs=1", "eval.k=1", "algorithm.group_size=2",
+       "orchestration.iterations=1", "orchestration.max_workers=2", "agent.max_turns=4",
+       "agent.max_new_tokens=256", "agent.max_format_errors=2",   # the splices need <= 239 tokens
+       "trainer.epochs=1", "trainer.sft_batch_size=4", "guidance.attempts=1",
+       "tracking.log_checkpoints=false", "engine.max_batch=4"]
+
+
+@pytest.fixture(scope="module")
+def prefect_api():
+    from prefect.testing.utilities import prefect_test_harness
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+@pytest.fixture(scope="module")
+def ladder(prefect_api, tmp_path_factory, tiny_model_dir):
+    """The whole ladder at toy size; (out dir, report path, seconds)."""
+    from flows.experiment import run_ladder
+    out = tmp_path_factory.mktemp("ladder")
+    start = time.perf_counter()
+    report = run_ladder("configs/ladder.yaml", [*TOY, f"engine.model={tiny_model_dir}",
+                                                f"sandbox.workdir={out / 'work'}"],
+                        seeds=1, out=out)
+    return out, Path(report), time.perf_counter() - start
+
+
+def test_report_has_a_row_per_arm_and_the_plot_is_a_png(ladder):
+    out, report, _ = ladder
+    text = report.read_text()
+    for arm in ARMS:
+        assert f"| {arm} | 1 | 0.000 | n=1 |" in text, arm     # random weights solve nothing
+    for column in ("format err", "submit", "turns", "rollout min", "grading min", "guidance min",
+                   "update min", "eval min"):
+        assert column in text
+    assert "| dapo | 0 | 0: 0.000, 1: 0.000 |" in text          # pass@1 before and after DAPO
+    assert (out / "ladder.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_warm_up_trained_on_train_instances_only(ladder):
+    from swe_rlvr.builtin import load_builtin
+    from tasks import store
+    out, _, _ = ladder
+    warm = out / "warmup-seed0" / "warmup" / "iter_0"
+    seen = {r["instance_id"] for r in store.read_rows(str(warm / "rollouts.parquet"), "rollouts")}
+    assert seen == {"swe-rlvr__iniconf-1", "swe-rlvr__ledger-1"}      # the train pair only
+    assert seen <= {i.instance_id for i in load_builtin("train")}
+    assert not seen & {i.instance_id for i in load_builtin("test")}
+    steps = store.read_rows(str(warm / "train_metrics.parquet"), "train_metrics")
+    assert steps, "the warm-up ran no optimiser step"
+    assert store.is_sealed(str(warm / "checkpoint"))
+
+
+def test_mlflow_has_a_parent_an_arm_child_per_arm_and_a_seed_child_per_arm(ladder):
+    from mlflow.tracking import MlflowClient
+    out, _, _ = ladder
+    mlc = MlflowClient(f"sqlite:///{out / 'mlflow.db'}")
+    runs = mlc.search_runs([mlc.get_experiment_by_name("swe-rlvr").experiment_id])
+    by_parent: dict[str, list] = {}
+    for run in runs:
+        by_parent.setdefault(run.data.tags.get("mlflow.parentRunId", ""), []).append(run)
+    (parent,) = by_parent[""]
+    arms = {r.data.tags["swe_rlvr.arm"]: r for r in by_parent[parent.info.run_id]}
+    assert set(arms) == set(ARMS)
+    for name, arm in arms.items():
+        for key in ("pass1", "format_error_rate", "submit_rate", "mean_turns", "time_eval_s"):
+            assert key in arm.data.metrics, (name, key)
+        assert parent.data.metrics[f"{name}.pass1"] == 0.0
+        (seed,) = by_parent[arm.info.run_id]
+        assert seed.data.tags["swe_rlvr.seed"] == "0" and "pass1" in seed.data.metrics
+    assert len(mlc.get_metric_history(arms["dapo"].info.run_id, "pass1")) == 2   # steps 0 and 1
+    assert {f.path for f in mlc.list_artifacts(parent.info.run_id)} >= {"report.md", "ladder.png"}
+
+
+def test_rerun_skips_every_finished_arm(ladder, tiny_model_dir):
+    from flows.experiment import run_ladder
+    out, report, seconds = ladder
+    results = sorted((out / "results").rglob("*.json"))
+    before = {p: p.stat().st_mtime_ns for p in results}
+    start = time.perf_counter()
+    run_ladder("configs/ladder.yaml", [*TOY, f"engine.model={tiny_model_dir}",
+                                       f"sandbox.workdir={out / 'work'}"], seeds=1, out=out)
+    assert {p: p.stat().st_mtime_ns for p in results} == before
+    assert len(results) == len(ARMS)
+    assert time.perf_counter() - start < seconds / 3
+    from mlflow.tracking import MlflowClient
+    mlc = MlflowClient(f"sqlite:///{out / 'mlflow.db'}")
+    dapo = mlc.search_runs([mlc.get_experiment_by_name("swe-rlvr").experiment_id],
+                           "tags.swe_rlvr.arm = 'dapo'")
+    arm_runs = [r for r in dapo if "swe_rlvr.seed" not in r.data.tags]
+    assert len(arm_runs) == 1                                          # no second arm run
+    assert len(mlc.get_metric_history(arm_runs[0].info.run_id, "pass1")) == 2   # nothing logged twice
