@@ -8,8 +8,6 @@ serving process are started by this test and stopped by their process ids.
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,14 +16,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from process_support import free_port, stop
 
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _wait(check, what: str, proc: subprocess.Popen, timeout: float = 180) -> None:
@@ -44,19 +37,9 @@ def _healthy(url: str) -> bool:
         return False
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
 @pytest.fixture
 def server(tmp_path):
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "PREFECT_HOME": str(tmp_path / "prefect-home")}
     env.pop("PREFECT_API_URL", None)
     proc = subprocess.Popen([str(Path(sys.executable).parent / "prefect"), "server", "start",
@@ -68,7 +51,7 @@ def server(tmp_path):
         _wait(lambda: _healthy(f"{api}/health"), "prefect server", proc)
         yield api, env
     finally:
-        _stop(proc)
+        stop(proc)
 
 
 def test_a_deployment_run_started_through_the_api_completes_and_logs(server, tmp_path,
@@ -106,7 +89,7 @@ def test_a_deployment_run_started_through_the_api_completes_and_logs(server, tmp
             run = run_deployment("train/train-on-demand", timeout=900)
         assert run.state.is_completed(), run.state
     finally:
-        _stop(serve)
+        stop(serve)
     uri = f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"
     mlc = MlflowClient(uri)
     [mlflow_run] = mlc.search_runs([mlc.get_experiment_by_name("swe-rlvr").experiment_id])

@@ -14,17 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
+from process_support import free_port
 
 pytest.importorskip("ray", reason="ray is not installed (pip install -e '.[ray]')")
 pytest.importorskip("prefect_ray", reason="prefect-ray is not installed (pip install -e '.[ray]')")
 
 pytestmark = pytest.mark.ray
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +32,7 @@ def prefect_api():
 @pytest.fixture(scope="module")
 def ray_head(prefect_api, tmp_path_factory):
     from prefect.settings import PREFECT_API_URL
-    port = _free_port()
+    port = free_port()
     ray = Path(sys.executable).parent / "ray"
     env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "RAY_USAGE_STATS_ENABLED": "0"}
     head = subprocess.Popen(

@@ -10,8 +10,6 @@ group) by PID. Test modules pull it in with `from vllm_support import vllm_serve
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,13 +18,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from process_support import free_port, stop
+
 STARTUP_TIMEOUT_S = 300  # ~40 s on an idle CPU box (ARCHITECTURE); more when it is shared
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_ready(url: str, proc: subprocess.Popen, log_path: Path) -> None:
@@ -41,17 +35,6 @@ def wait_ready(url: str, proc: subprocess.Popen, log_path: Path) -> None:
         except OSError:
             time.sleep(1.0)
     raise RuntimeError(f"vLLM server not ready after {STARTUP_TIMEOUT_S} s:\n{log_path.read_text()[-3000:]}")
-
-
-def stop(proc: subprocess.Popen) -> None:
-    """SIGTERM the server we started (its own process group: the engine-core children go too)."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
 
 
 @contextmanager
