@@ -1,27 +1,29 @@
 """DAPO update throughput: swe-rlvr's packed trainer vs TRL's GRPOTrainer (loss_type="dapo").
 
 CPU mode (default): a random 4-layer, 256-wide Qwen2 and 16 trajectories of 256-2,048 tokens (the
-first quarter of each is prompt, the rest action tokens). Both sides get the same weights, the same
+first quarter of each is prompt, the rest action tokens). Every side gets the same weights, the same
 trajectories, advantages and old log-probs, AdamW, grad-clip 1.0, no gradient checkpointing, no
 KL, eps (0.2, 0.28), the DAPO token mean over the whole batch. Timed: one optimiser step (forward,
-backward, clip, AdamW). Not timed: old log-probs (given to both).
+backward, clip, AdamW). Not timed: old log-probs (given to all), and the one-off compile.
 - swe-rlvr: first-fit-decreasing packing into rows of --pack-tokens, per-segment causal SDPA,
-  LM head only on action positions.
+  LM head only on action positions, fused AdamW; measured twice, eager and with
+  `trainer.compile: true` (compiled decoder layers), as two sides of the same run.
 - TRL: `GRPOTrainer._compute_loss` of a real (tiny) trainer, driven on padded micro-batches of
   --trl-micro-batch sequences with gradient accumulation (as its training_step would), then the same
   clip + AdamW step.
-Rounds are interleaved (A, B, B, A, ...) in one process under glibc allocator settings fixed before
+Rounds are interleaved (the order rotates each round) in one process under glibc allocator settings fixed before
 start-up (`MALLOC_MMAP_MAX_=0`, `MALLOC_TRIM_THRESHOLD_`); the script re-executes itself to set
 them. Reported: real (non-padding) tokens/s per side (median and min-max), and the per-round
 ratio (median and min-max).
 
 GPU mode (--gpu): a random Qwen2-1.5B-shaped model, one packed row of --gpu-tokens (16k) tokens,
-bf16 autocast over fp32 weights, reporting tokens/s and MFU = useful FLOPs / (time x peak).
+bf16 autocast over fp32 weights, reporting tokens/s and MFU = useful FLOPs / (time x peak) for each
+of --variants (eager or compile, + varlen or loop attention, + ckpt for gradient checkpointing).
 Useful FLOPs: 6 x non-embedding params x tokens + 6 x d x vocab x action tokens (the LM head runs
 only there) + causal attention 6 x layers x d x sum(L_i^2). Peak: --peak-tflops, else by GPU name.
 
     .venv/bin/python bench/trainer.py                # CPU, vs TRL
-    .venv/bin/python bench/trainer.py --gpu          # GPU MFU (ours only)
+    python bench/trainer.py --gpu                    # GPU MFU (ours only)
 """
 
 from __future__ import annotations
@@ -59,7 +61,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--trl-micro-batch", type=int, default=8,
                    help="TRL per_device_train_batch_size (8 is GRPOConfig's default)")
     p.add_argument("--gpu-tokens", type=int, default=16384)
-    p.add_argument("--grad-ckpt", action="store_true", help="gradient checkpointing (GPU mode)")
+    p.add_argument("--variants", default="compile-varlen,eager-varlen,compile-loop,compile-varlen-ckpt",
+                   help="GPU mode: comma list of {eager,compile}-{varlen,loop}[-ckpt]")
     p.add_argument("--peak-tflops", type=float, default=0.0, help="GPU peak bf16 TFLOP/s")
     p.add_argument("--seed", type=int, default=0)
     return p.parse_args(argv)
@@ -108,13 +111,14 @@ class OursStep:
     """One DAPO optimiser step of trainer.engine_torch + trainer.losses on packed rows."""
 
     def __init__(self, model_dir: Path, episodes, pack_tokens: int, device: str = "cpu",
-                 grad_ckpt: bool = False):
+                 grad_ckpt: bool = False, compile: bool = False):
         import torch
 
         from swe_rlvr.config import TrainerConfig
         from trainer.engine_torch import TorchEngine
         from trainer.packing import pack
-        cfg = TrainerConfig(device=device, grad_checkpointing=grad_ckpt, pack_tokens=pack_tokens)
+        cfg = TrainerConfig(device=device, grad_checkpointing=grad_ckpt, pack_tokens=pack_tokens,
+                            compile=compile, torch_threads=torch.get_num_threads())
         self.engine = TorchEngine(model_dir, cfg, lr=1e-6, total_steps=1000)
         self.rows = pack(episodes, pack_tokens)
         self.num_actions = sum(r.num_actions for r in self.rows)
@@ -229,24 +233,29 @@ def run_cpu(args: argparse.Namespace) -> None:
         from transformers import AutoConfig
         eps = make_episodes(args.seqs, args.min_len, args.max_len,
                             AutoConfig.from_pretrained(model_dir).vocab_size, args.seed)
-        ours = OursStep(model_dir, eps, args.pack_tokens)
-        trl_step = TrlStep(model_dir, eps, args.trl_micro_batch, Path(tmp) / "trl")
+        sides = {"swe-rlvr compiled": OursStep(model_dir, eps, args.pack_tokens, compile=True),
+                 "swe-rlvr eager": OursStep(model_dir, eps, args.pack_tokens),
+                 "TRL": TrlStep(model_dir, eps, args.trl_micro_batch, Path(tmp) / "trl")}
         real = sum(len(e.token_ids) for e in eps)
-        padded = sum(b["prompt_ids"].numel() + b["completion_ids"].numel() for b in trl_step.batches)
-        ours(), trl_step()                                       # warm-up, not timed
-        t_ours, t_trl = [], []
+        padded = sum(b["prompt_ids"].numel() + b["completion_ids"].numel()
+                     for b in sides["TRL"].batches)
+        rows = len(sides["swe-rlvr eager"].rows)
+        for step in sides.values():                             # warm-up and compile, not timed
+            step()
+        times: dict[str, list[float]] = {name: [] for name in sides}
+        names = list(sides)
         for r in range(args.rounds):
-            order = [(ours, t_ours), (trl_step, t_trl)]
-            for fn, sink in (order if r % 2 == 0 else order[::-1]):
-                sink.append(timed(fn))
-    ratios = [b / a for a, b in zip(t_ours, t_trl)]
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                times[name].append(timed(sides[name]))
     print(f"trajectories: {args.seqs} x {args.min_len}-{args.max_len} tokens, {real} real tokens "
           f"({sum(e.num_actions for e in eps)} action); TRL pads to {padded} "
-          f"(micro-batch {args.trl_micro_batch}); ours packs into {len(ours.rows)} row(s) "
+          f"(micro-batch {args.trl_micro_batch}); ours packs into {rows} row(s) "
           f"of <= {args.pack_tokens}; threads {args.threads}; rounds {args.rounds}")
-    print(f"swe-rlvr real tok/s: {spread([real / t for t in t_ours])}")
-    print(f"TRL      real tok/s: {spread([real / t for t in t_trl])}")
-    print(f"speed-up (TRL time / ours time, per round): {spread(ratios, '.2f')}x")
+    for name, ts in times.items():
+        print(f"{name:<18} real tok/s: {spread([real / t for t in ts])}")
+    for name in names[:-1]:
+        ratios = [b / a for a, b in zip(times[name], times["TRL"])]
+        print(f"speed-up of {name} (TRL time / its time, per round): {spread(ratios, '.2f')}x")
 
 
 def gpu_model(out: Path, seed: int) -> Path:
@@ -286,17 +295,25 @@ def peak_flops(args: argparse.Namespace) -> float:
     raise SystemExit(f"Unknown GPU {name!r}; pass --peak-tflops (bf16 dense peak).")
 
 
-def run_gpu(args: argparse.Namespace) -> None:
+def parse_variant(name: str) -> dict:
+    """'compile-varlen-ckpt' -> {compile: True, varlen: True, ckpt: True}."""
+    parts = set(name.split("-"))
+    unknown = parts - {"eager", "compile", "varlen", "loop", "ckpt"}
+    if unknown or len(parts & {"eager", "compile"}) != 1 or len(parts & {"varlen", "loop"}) != 1:
+        raise SystemExit(f"Bad variant {name!r}; write {{eager,compile}}-{{varlen,loop}}[-ckpt].")
+    return {"compile": "compile" in parts, "varlen": "varlen" in parts, "ckpt": "ckpt" in parts}
+
+
+def gpu_variant(model_dir: Path, eps, variant: str, args: argparse.Namespace):
+    """(seconds per timed step, useful FLOPs per step, tokens per step, peak GiB) of one variant,
+    timed after a warm-up step that also compiles."""
     import torch
-    if not torch.cuda.is_available():
-        raise SystemExit("--gpu needs a CUDA GPU; run the CPU comparison without --gpu.")
-    with tempfile.TemporaryDirectory() as tmp:
-        model_dir = gpu_model(Path(tmp) / "model", args.seed)
-        n = args.seqs
-        avg = args.gpu_tokens // n
-        eps = make_episodes(n, max(64, avg // 4), 2 * avg - max(64, avg // 4), 151936, args.seed)
-        ours = OursStep(model_dir, eps, pack_tokens=sum(len(e.token_ids) for e in eps),
-                        device="cuda", grad_ckpt=args.grad_ckpt)
+
+    import trainer.forward as forward
+    opts = parse_variant(variant)
+    forward.USE_VARLEN = opts["varlen"]
+    ours = OursStep(model_dir, eps, pack_tokens=sum(len(e.token_ids) for e in eps),
+                    device="cuda", grad_ckpt=opts["ckpt"], compile=opts["compile"])
     ours()
     torch.cuda.synchronize()
     times = []
@@ -305,11 +322,37 @@ def run_gpu(args: argparse.Namespace) -> None:
         ours()
         torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
-    flops, peak = useful_flops(ours.engine.model, ours.rows), peak_flops(args)
-    print(f"{torch.cuda.get_device_name()}: {ours.tokens} tokens in {len(ours.rows)} row(s), "
-          f"grad ckpt {args.grad_ckpt}, peak {peak / 1e12:.0f} TFLOP/s")
-    print(f"tok/s: {spread([ours.tokens / t for t in times])}")
-    print(f"MFU %: {spread([100 * flops / t / peak for t in times])}")
+    return (times, useful_flops(ours.engine.model, ours.rows), ours.tokens,
+            torch.cuda.max_memory_allocated() / 2 ** 30)
+
+
+def run_gpu(args: argparse.Namespace) -> None:
+    import gc
+
+    import torch
+    if not torch.cuda.is_available():
+        raise SystemExit("--gpu needs a CUDA GPU; run the CPU comparison without --gpu.")
+    peak = peak_flops(args)
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = gpu_model(Path(tmp) / "model", args.seed)
+        n = args.seqs
+        avg = args.gpu_tokens // n
+        eps = make_episodes(n, max(64, avg // 4), 2 * avg - max(64, avg // 4), 151936, args.seed)
+        print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}: {args.gpu_tokens} "
+              f"tokens in one packed row of {n} segments; peak {peak / 1e12:.0f} TFLOP/s", flush=True)
+        for variant in args.variants.split(","):
+            torch.cuda.reset_peak_memory_stats()
+            try:
+                times, flops, tokens, peak_gib = gpu_variant(model_dir, eps, variant, args)
+            except torch.OutOfMemoryError:
+                print(f"{variant:<22} out of memory", flush=True)
+                continue
+            finally:
+                gc.collect()
+                torch.cuda.empty_cache()
+            mfu = [100 * flops / t / peak for t in times]
+            print(f"{variant:<22} tok/s {statistics.median([tokens / t for t in times]):9.0f}"
+                  f"  MFU % {spread(mfu, '5.1f')}  peak mem {peak_gib:5.1f} GiB", flush=True)
 
 
 def main(argv=None) -> None:

@@ -39,6 +39,8 @@ class InstancesConfig:
     """Split that rollouts and training draw from. Never the eval split."""
     ids: tuple[str, ...] = ()
     """Restrict to these instance ids (empty: all of the split)."""
+    tiers: tuple[str, ...] = ()
+    """Restrict training and evaluation to these difficulty tiers, e.g. [easy] (empty: all)."""
     limit: int = 0
     """Use at most this many instances per iteration (0: all)."""
     skip_invalid: bool = False
@@ -124,6 +126,9 @@ class EngineConfig:
     """Sampling temperature (Nebius: 1.0 with every other sampling filter off)."""
     max_batch: int = 16
     """Most sequences generated together (hf engine)."""
+    prefix_cache_gb: float = 4.0
+    """hf engine: memory for the KV caches kept between an episode's turns, so that each turn runs
+    only its new tokens, not the whole context again (0: off)."""
     torch_threads: int = 0
     """torch CPU threads for generation (0: leave torch's default)."""
     base_url: str = ""
@@ -232,13 +237,19 @@ class TrainerConfig:
     grad_clip: float = 1.0
     """Gradient-norm clip (Nebius: 1.0)."""
     epochs: int = 1
-    """Passes over each iteration's data (Nebius: 1)."""
+    """DAPO / GRPO / DPO passes over each iteration's data (Nebius: 1)."""
+    rft_epochs: int = 1
+    """SFT passes of RFT and the expert warm-up over their episodes (Nebius RFT: 1)."""
     minibatches: int = 1
     """Optimiser steps per epoch for DAPO (1 = fully on-policy)."""
     pack_tokens: int = 16384
     """Token budget of one packed sequence."""
     grad_checkpointing: bool = False
     """Recompute activations in backward to save memory."""
+    compile: bool | str = "auto"
+    """torch.compile each decoder layer (attention stays eager, per segment): true, false, or auto
+    (true on CUDA, false on CPU). Fuses norms, RoPE and the MLP's activation, and saves fewer activations.
+    Costs a compile per process (~15-40 s); measured in bench/trainer.py."""
     schedule: str = "cosine"
     """LR schedule for SFT/RFT: cosine or constant (Nebius: cosine)."""
     warmup_steps: int = 0
@@ -251,6 +262,9 @@ class TrainerConfig:
     """Trainer seed (data order, dropout)."""
     device: str = "auto"
     """torch engine device: auto (cuda when available), cpu or cuda."""
+    torch_threads: int = 0
+    """CPU threads of the trainer (0: every core). Set when the trainer starts, because an `hf`
+    engine in the same process sets its own (engine.torch_threads, often 1) for rollouts."""
     sft_batch_size: int = 16
     """Episodes per optimiser step in RFT/SFT (project default; packed, so tokens vary)."""
     dpo_batch_pairs: int = 8
@@ -280,7 +294,8 @@ class EvalConfig:
     and the next evaluation submits its top-scored patch of every k runs, logged as best<k> beside
     pass@1 and pass@k. Needs k <= eval.runs; costs a verifier fine-tune per iteration."""
     limit: int = 0
-    """Evaluate on at most this many instances of the split, the first by id (0: all)."""
+    """Evaluate on at most this many instances of the split, the first in stable hash order of
+    their ids (the same ones at every step; 0: all)."""
 
 
 @dataclass(frozen=True)
@@ -329,11 +344,24 @@ class OrchestrationConfig:
     the real tools) before the RFT pass. A policy as small as SmolLM2-135M writes almost no
     well-formed command zero-shot, so RFT and RL have no success to learn from without it; it
     stands in for Agent-RLVR's teacher trajectories. Refuses any split but train (it replays gold
-    patches). Uses trainer.rft_lr and trainer.epochs."""
+    patches). Uses trainer.rft_lr and `expert_epochs`."""
+    eval_base: bool = False
+    """When a warm-up runs, evaluate engine.model before it as well (`<run>/base`, logged at step
+    0 as `base_<metric>`, the `base` row of the CLI table), so one run shows what the warm-ups
+    changed."""
+    expert_epochs: int = 3
+    """SFT passes of the expert warm-up over its episodes (project default: on SmolLM2-135M, 2
+    passes left 21-33% of turns malformed and 3-4 about 0-6%)."""
+    expert_share: float = 1.0
+    """Share of the train split (in stable hash order of the ids) that the expert warm-up
+    demonstrates; RFT and the RL iterations draw from the rest, so RL learns on instances whose
+    solution the policy never saw. 1.0: the warm-up and RL both use the whole split."""
     expert_style: str = "splice"
     """The warm-up's expert (`agent.expert`): splice (the gold fix as blind line splices, 2-3
-    turns) or explore (bash: grep for a name from the issue, read the code with sed -n, a
-    str.replace edit of what it read, run the tests, submit; 5-6 turns)."""
+    turns), explore (bash: grep for a name from the issue, read the code with sed -n, a
+    str.replace edit of what it read, run the tests, submit; 5-6 turns) or sed (bash, one-line
+    fixes: print the function with line numbers, `sed -i` on the faulty line and run the tests,
+    submit; 3 turns; other fixes as explore)."""
     task_runner: str = "threads"
     """threads or ray."""
     max_workers: int = 4

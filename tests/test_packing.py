@@ -116,3 +116,57 @@ def test_chunked_lm_head_matches_single_chunk():
     (g3,) = torch.autograd.grad(lp3.sum(), hidden)
     assert torch.allclose(lp1, lp3, atol=1e-6) and torch.allclose(ent1, ent3, atol=1e-6)
     assert torch.allclose(g1, g3, atol=1e-6)
+
+
+def test_head_chunk_rows_fill_the_logits_budget():
+    from trainer.forward import LOGITS_BUDGET, head_chunk_rows
+    assert LOGITS_BUDGET == 268_435_456                                 # 2^28 fp32 logits = 1 GiB
+    assert head_chunk_rows(151_936) == 1_766                            # 2^28 // 151,936 (Qwen2)
+    assert head_chunk_rows(49_152) == 5_461                             # 2^28 // 49,152 (SmolLM2)
+    assert head_chunk_rows(10, budget=25) == 2 and head_chunk_rows(10, budget=5) == 1
+
+
+def test_compile_setting():
+    from trainer.engine_torch import compile_enabled
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert (compile_enabled("auto", cpu), compile_enabled("auto", cuda)) == (False, True)
+    assert compile_enabled(True, cpu) and not compile_enabled(False, cuda)
+    with pytest.raises(ValueError, match="trainer.compile must be true, false or auto"):
+        compile_enabled("yes", cpu)
+
+
+def test_compiled_layers_match_eager_loss_and_gradients(tiny_model_dir):
+    """trainer.compile changes how the layers run, not what they compute: two packed rows of
+    different lengths (one compiled graph, dynamic T) give eager's loss and gradients."""
+    from trainer.engine_torch import load_model
+    from trainer.forward import packed_logprobs
+    rows = pack([_ep(37, 5, 1.0, 1), _ep(20, 3, -0.5, 2), _ep(50, 10, 0.8, 3)], 64)
+    assert len({r.num_tokens for r in rows}) > 1
+    grads = []
+    for compiled in (False, True):
+        model = load_model(tiny_model_dir, torch.device("cpu"), grad_checkpointing=False,
+                           compile=compiled)
+        for row in rows:
+            logp, _ = packed_logprobs(model, row)
+            (logp * row.loss_mask * row.advantages).sum().backward()
+        grads.append({n: p.grad for n, p in model.named_parameters()})
+    for name, eager in grads[0].items():
+        assert torch.allclose(grads[1][name], eager, atol=1e-6, rtol=1e-4), name
+
+
+def test_compiled_layers_do_not_recompile_for_new_segment_layouts(tiny_model_dir):
+    """Every optimiser step packs different rows; a compiled layer that specialised on the segment
+    lengths would recompile at each one (and fall back to eager after dynamo's limit)."""
+    import torch._dynamo
+
+    from trainer.engine_torch import load_model
+    from trainer.forward import packed_logprobs
+    model = load_model(tiny_model_dir, torch.device("cpu"), grad_checkpointing=False, compile=True)
+    first, *others = [pack(eps, 256)[0] for eps in (
+        [_ep(37, 5, seed=1), _ep(20, 3, seed=2)],
+        [_ep(50, 10, seed=3), _ep(11, 2, seed=4), _ep(29, 4, seed=5)],
+        [_ep(64, 9, seed=6)])]
+    packed_logprobs(model, first)[0].sum().backward()          # compiles (dynamic T)
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for row in others:                                      # new T, new segment count
+            packed_logprobs(model, row)[0].sum().backward()

@@ -26,7 +26,7 @@ import torch
 
 from swe_rlvr.config import TrainerConfig
 from trainer.checkpoint import TRAIN_STATE, copy_tokenizer
-from trainer.engine_torch import load_model, lr_lambda, pick_device
+from trainer.engine_torch import compile_enabled, load_model, lr_lambda, pick_device, set_threads
 from trainer.forward import packed_logprobs
 from trainer.packing import PackedBatch
 
@@ -69,11 +69,13 @@ class DeepSpeedEngine:
         import deepspeed
         self.cfg = cfg
         device = pick_device(cfg.device)
+        set_threads(cfg, device)
         if device.type == "cpu" and os.environ.get("DS_ACCELERATOR") != "cpu":
             raise RuntimeError("DeepSpeed on CPU needs DS_ACCELERATOR=cpu in the environment "
                                "before Python starts; export it or use trainer.engine: torch.")
         init_single_rank(device)
-        model = load_model(Path(model_dir), device, cfg.grad_checkpointing)
+        model = load_model(Path(model_dir), device, cfg.grad_checkpointing,
+                           compile_enabled(cfg.compile, device))
         optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=cfg.weight_decay)
         scheduler = torch.optim.lr_scheduler.LambdaLR(
             optimizer, lr_lambda(schedule, cfg.warmup_steps, total_steps))

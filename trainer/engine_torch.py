@@ -1,8 +1,9 @@
 """Plain-torch engine: one process, CPU or one GPU.
 
 fp32 master weights; on GPU the forward runs under bf16 autocast. AdamW over all parameters
-(Nebius: weight decay 0.1), a linear warm-up then cosine or constant LR, gradient-norm clipping,
-optional gradient checkpointing. Gradient accumulation is the caller's: call `backward` once per
+(Nebius: weight decay 0.1; torch's fused kernel where the device has one), a linear warm-up then
+cosine or constant LR, gradient-norm clipping, optional gradient checkpointing, and optional
+compiled decoder layers (`trainer.compile`). Gradient accumulation is the caller's: call `backward` once per
 packed micro-batch (losses already normalised by the step's token count), then `step` once.
 """
 
@@ -10,14 +11,21 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 from pathlib import Path
 
 import torch
 
 from swe_rlvr.config import TrainerConfig
 from trainer.checkpoint import load_train_state, save_checkpoint
-from trainer.forward import packed_logprobs, use_segment_attention
+from trainer.forward import compile_layers, packed_logprobs, use_segment_attention
 from trainer.packing import PackedBatch
+
+
+def set_threads(cfg: TrainerConfig, device: torch.device) -> None:
+    """The trainer's CPU threads (trainer.torch_threads, 0: every core this process may use)."""
+    if device.type == "cpu":
+        torch.set_num_threads(cfg.torch_threads or len(os.sched_getaffinity(0)))
 
 
 def pick_device(name: str) -> torch.device:
@@ -28,8 +36,24 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def load_model(model_dir: Path, device: torch.device, grad_checkpointing: bool):
-    """HF causal LM in fp32 with segment attention, in train mode."""
+def compile_enabled(setting: bool | str, device: torch.device) -> bool:
+    """trainer.compile: true, false, or auto (true on CUDA only)."""
+    if isinstance(setting, bool):
+        return setting
+    if setting == "auto":
+        return device.type == "cuda"
+    raise ValueError(f"trainer.compile must be true, false or auto, got {setting!r}.")
+
+
+def make_optimizer(params, lr: float, weight_decay: float, device: torch.device):
+    """AdamW, with torch's fused kernel on CUDA and CPU (one kernel per step, not one per tensor)."""
+    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay,
+                             fused=device.type in ("cuda", "cpu"))
+
+
+def load_model(model_dir: Path, device: torch.device, grad_checkpointing: bool,
+               compile: bool = False):
+    """HF causal LM in fp32 with segment attention, in train mode (decoder layers compiled)."""
     from transformers import AutoModelForCausalLM
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).to(device)
     use_segment_attention(model)
@@ -39,6 +63,8 @@ def load_model(model_dir: Path, device: torch.device, grad_checkpointing: bool):
             model.activation_checkpointing_enable({"use_reentrant": False})
         else:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if compile:
+        compile_layers(model)
     return model.train()
 
 
@@ -64,9 +90,10 @@ class TorchEngine:
                  schedule: str = "constant") -> None:
         self.cfg = cfg
         self.device = pick_device(cfg.device)
-        self.model = load_model(Path(model_dir), self.device, cfg.grad_checkpointing)
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=lr,
-                                           weight_decay=cfg.weight_decay)
+        set_threads(cfg, self.device)
+        self.model = load_model(Path(model_dir), self.device, cfg.grad_checkpointing,
+                                compile_enabled(cfg.compile, self.device))
+        self.optimizer = make_optimizer(self.model.parameters(), lr, cfg.weight_decay, self.device)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lr_lambda(schedule, cfg.warmup_steps, total_steps))
 

@@ -1,19 +1,28 @@
 """Per-token log-probs of packed rows, with attention that never crosses segments.
 
-A packed row holds several episodes. Each decoder layer's attention runs causal SDPA separately on
-each segment (`segment_attention`, registered with transformers' `AttentionInterface` under
-`SEGMENT_ATTENTION`), so its cost is sum(L_i^2), not T^2, and nothing leaks between episodes.
+A packed row holds several episodes. Each decoder layer's attention is causal within each segment
+only (`segment_attention`, registered with transformers' `AttentionInterface` under
+`SEGMENT_ATTENTION`), so its cost is sum(L_i^2), not T^2, and nothing leaks between episodes. On
+CUDA with bf16/fp16 activations one varlen flash-attention call covers the whole row
+(`torch.nn.attention.varlen`, torch >= 2.10); elsewhere causal SDPA runs once per segment.
 Position ids restart per segment, so RoPE matches an unpacked forward. We do not rely on HF's
 position-id packing detection: with `use_cache` left at its default it silently attends across
 packed sequences, and with `use_cache=False` it builds a dense T x T mask (7.6x slower here).
 
-The LM head runs only on the positions that predict action tokens, in chunks that are recomputed
-in backward, so the (T, vocab) logits are never materialised. Log-probs are at temperature 1.0
-(Nebius samples at 1.0 with every filter off); a sampler at another temperature would need the
-logits divided by it here.
+The LM head runs only on the positions that predict action tokens. When their logits exceed
+`LOGITS_BUDGET` elements, it runs in chunks that are recomputed in backward, so the (T, vocab)
+logits are never materialised; below it (a small vocabulary, or few actions) nothing is recomputed.
+
+`compile_layers` compiles each decoder layer (`trainer.compile`); segment attention is a compile
+boundary (`torch.compiler.disable`), because its per-segment loop would specialise on every set of
+segment lengths. Log-probs are at temperature 1.0 (Nebius samples at 1.0 with every filter off);
+a sampler at another temperature would need the logits divided by it here.
 """
 
 from __future__ import annotations
+
+import functools
+import inspect
 
 import torch
 import torch.nn.functional as F
@@ -22,19 +31,76 @@ from torch.utils.checkpoint import checkpoint
 from trainer.packing import PackedBatch
 
 SEGMENT_ATTENTION = "swe_rlvr_segments"
-LM_HEAD_CHUNK = 2048
+LOGITS_BUDGET = 1 << 28
+"""fp32 logits one LM-head chunk may hold (1 GiB): 1,766 rows at Qwen2's 151,936 vocabulary."""
+
+
+USE_VARLEN = True
+"""Use varlen flash attention where it applies (a switch for A/B benchmarks and tests)."""
+
+
+@functools.cache
+def varlen_kernel():
+    """(varlen_attn, the names of its parameters), or None where this torch has none."""
+    try:
+        from torch.nn.attention.varlen import varlen_attn
+    except ImportError:
+        return None
+    return varlen_attn, frozenset(inspect.signature(varlen_attn).parameters)
+
+
+def _varlen_args(names: frozenset, groups: int, scaling, head_dim: int) -> dict | None:
+    """Keyword arguments for causal GQA varlen attention across its API versions, or None when
+    this version cannot express the call (then the per-segment loop runs)."""
+    args: dict = {}
+    if "is_causal" in names:                                       # torch 2.10-2.11
+        args["is_causal"] = True
+    elif "window_size" in names:                                   # torch >= 2.12: causal window
+        args["window_size"] = (-1, 0)
+    else:
+        return None
+    if scaling is not None and abs(scaling - head_dim ** -0.5) > 1e-12:
+        if "scale" not in names:
+            return None
+        args["scale"] = scaling
+    if groups > 1 and "enable_gqa" in names:
+        args["enable_gqa"] = True
+    return args
+
+
+def _varlen_attention(query, key, value, scaling, segment_cu, max_len):
+    """One varlen flash call over the row, or None when it does not apply here."""
+    found = varlen_kernel()
+    if not (USE_VARLEN and found and query.is_cuda and query.dtype in (torch.bfloat16, torch.float16)
+            and segment_cu is not None):
+        return None
+    kernel, names = found
+    groups = query.shape[1] // key.shape[1]
+    args = _varlen_args(names, groups, scaling, query.shape[-1])
+    if args is None:
+        return None
+    q, k, v = (x[0].transpose(0, 1) for x in (query, key, value))  # (T, H, D), (T, Hkv, D)
+    if groups > 1 and "enable_gqa" not in args:
+        k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)  # (T, H, D)
+    out = kernel(q, k, v, segment_cu, segment_cu, max_len, max_len, **args)  # (T, H, D)
+    return out[None]                                               # (1, T, H, D)
 
 
 def segment_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
-                      segment_bounds=None, **kwargs):
-    """Causal SDPA per segment. query (1, H, T, D), key/value (1, Hkv, T, D) -> (1, T, H, D).
+                      segment_cu=None, segment_cu_device=None, **kwargs):
+    """Causal attention per segment. query (1, H, T, D), key/value (1, Hkv, T, D) -> (1, T, H, D).
 
-    Segments are cut with `split` (its backward is one concatenation; indexing slices would
-    materialise a zero-filled T-long gradient per segment and sum them).
+    `segment_cu` (S + 1,) holds the segment bounds on the CPU (None: one segment). They arrive
+    as tensors, not Python ints, so a compiled layer does not specialise (and recompile) on each
+    row's lengths. `segment_cu_device`, the same on CUDA, enables the varlen kernel; otherwise
+    SDPA runs per segment, cut with `split` (its backward is one concatenation; indexing slices
+    would materialise a zero-filled T-long gradient per segment and sum them).
     """
-    if segment_bounds is None:
-        segment_bounds = ((0, query.shape[2]),)
-    lengths = [e - s for s, e in segment_bounds]
+    cu = [0, query.shape[2]] if segment_cu is None else segment_cu.tolist()
+    lengths = [e - s for s, e in zip(cu[:-1], cu[1:])]
+    out = _varlen_attention(query, key, value, scaling, segment_cu_device, max(lengths))
+    if out is not None:
+        return out, None
     gqa = getattr(module, "num_key_value_groups", 1) > 1
     outs = [F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scaling, enable_gqa=gqa)
             .transpose(1, 2)                                       # (1, L_i, H, D)
@@ -46,7 +112,7 @@ def segment_attention(module, query, key, value, attention_mask, dropout=0.0, sc
 def use_segment_attention(model) -> None:
     """Register `segment_attention` and switch `model` to it (idempotent)."""
     from transformers import AttentionInterface
-    AttentionInterface.register(SEGMENT_ATTENTION, segment_attention)
+    AttentionInterface.register(SEGMENT_ATTENTION, torch.compiler.disable(segment_attention))
     model.config._attn_implementation = SEGMENT_ATTENTION
     for sub in model.modules():
         if hasattr(sub, "config") and sub.config is not model.config:
@@ -64,12 +130,26 @@ def _head_chunk(hidden: torch.Tensor, head: torch.nn.Module, targets: torch.Tens
     return logp, entropy
 
 
+def compile_layers(model) -> None:
+    """torch.compile every decoder layer in place (dynamic shapes: packed rows vary in length)."""
+    for layer in model.base_model.layers:
+        layer.compile(dynamic=True)
+
+
+def head_chunk_rows(vocab: int, budget: int = LOGITS_BUDGET) -> int:
+    """Rows of one LM-head chunk: as many as keep its (rows, vocab) fp32 logits within budget."""
+    return max(1, budget // max(1, vocab))
+
+
 def head_logprobs(hidden: torch.Tensor, head: torch.nn.Module, targets: torch.Tensor,
-                  chunk: int = LM_HEAD_CHUNK) -> tuple[torch.Tensor, torch.Tensor]:
+                  chunk: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(A, D) hidden states, (A,) next tokens -> (A,) log-probs and (A,) entropies, chunked.
 
-    The head is called as a module (not through its weight) so ZeRO-3 can gather it.
+    `chunk` rows per chunk (default: `head_chunk_rows` of the head's vocabulary); one chunk runs
+    plainly, several are each recomputed in backward. The head is called as a module (not through
+    its weight) so ZeRO-3 can gather it.
     """
+    chunk = chunk or head_chunk_rows(head.out_features)
     if hidden.shape[0] <= chunk:
         return _head_chunk(hidden, head, targets)
     parts = [checkpoint(_head_chunk, hidden[i:i + chunk], head, targets[i:i + chunk],
@@ -80,10 +160,10 @@ def head_logprobs(hidden: torch.Tensor, head: torch.nn.Module, targets: torch.Te
 def hidden_states(model, batch: PackedBatch) -> torch.Tensor:
     """Last hidden states (T, D) of one packed row, segments isolated."""
     device = next(model.parameters()).device
-    bounds = tuple(zip(batch.cu_seqlens[:-1].tolist(), batch.cu_seqlens[1:].tolist()))
+    cu_device = batch.cu_seqlens.to(device) if device.type == "cuda" else None   # (S + 1,) int32
     out = model.base_model(input_ids=batch.input_ids[None].to(device),
-                           position_ids=batch.position_ids[None].to(device),
-                           use_cache=False, segment_bounds=bounds)
+                           position_ids=batch.position_ids[None].to(device), use_cache=False,
+                           segment_cu=batch.cu_seqlens, segment_cu_device=cu_device)
     return out.last_hidden_state[0]                                # (T, D)
 
 

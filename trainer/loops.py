@@ -1,7 +1,8 @@
 """Update loops: RFT/SFT, DAPO (and GRPO), DPO. Each returns the new checkpoint + metrics rows.
 
 - `run_rft`: Nebius RFT, SFT on the policy's own resolved episodes (format-error turns are
-  already loss-masked by the agent), 1 epoch, LR 5e-6, AdamW wd 0.1, cosine schedule.
+  already loss-masked by the agent), `trainer.rft_epochs` (Nebius: 1), LR 5e-6, AdamW wd 0.1,
+  cosine schedule.
 - `run_dapo`: old log-probs are recomputed with the current weights before the first update (the
   sampler's log-probs serve only the mismatch metric), then `trainer.minibatches` optimiser steps
   per epoch (Nebius: 1 epoch, LR 1e-6, grad clip 1.0, no KL). `algorithm.name: grpo` swaps in the
@@ -161,11 +162,17 @@ def _one_step(run: _Run, k: int, batches: list[PackedBatch], loss_fn) -> dict:
 
 def _train(run: _Run, steps: list[list[PackedBatch]], loss_fn) -> TrainResult:
     """The shared step loop: skip finished steps, train, checkpoint, final save."""
+    from tqdm import tqdm
     every = run.cfg.trainer.save_every
+    bar = tqdm(total=len(steps), initial=min(run.start, len(steps)), desc=f"{run.phase} update",
+               unit="step")
     for k, batches in enumerate(steps, 1):
         if k <= run.start:
             continue
         run.rows.append(_one_step(run, k, batches, loss_fn))
+        bar.update(1)
+        bar.set_postfix(loss=f"{run.rows[-1]['loss']:.4f}",
+                        tok_s=f"{run.rows[-1]['tokens_per_s']:.0f}")
         if every and (k % every == 0 or k == len(steps)):
             state = {"step": k, "rows": run.rows, "rng": rng_state(), "phase": run.phase}
             run.engine.save(step_dir(run.out_dir / "checkpoints", k),
@@ -173,6 +180,7 @@ def _train(run: _Run, steps: list[list[PackedBatch]], loss_fn) -> TrainResult:
             prune(run.out_dir / "checkpoints", run.cfg.trainer.keep_checkpoints)
         if run.on_step is not None:
             run.on_step(k)
+    bar.close()
     final = run.engine.save(run.out_dir / "final", tokenizer_src=run.tokenizer_src, train_state=None)
     return TrainResult(final, run.rows)
 
@@ -180,7 +188,7 @@ def _train(run: _Run, steps: list[list[PackedBatch]], loss_fn) -> TrainResult:
 def _sft(phase: str, model_dir: Path, episodes: list[Episode], cfg: Config, out_dir: Path,
          on_step) -> TrainResult:
     t = cfg.trainer
-    plan = step_plan(len(episodes), t.sft_batch_size, t.epochs, t.seed)
+    plan = step_plan(len(episodes), t.sft_batch_size, t.rft_epochs, t.seed)
     steps = [pack([episodes[i] for i in idx], t.pack_tokens) for idx in plan]
     counts = [sum(b.num_actions for b in batches) for batches in steps]
     run = _open(phase, model_dir, cfg, out_dir, lr=t.rft_lr, total_steps=len(steps),
