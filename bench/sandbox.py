@@ -60,7 +60,7 @@ def per_command(inst, cfg, store, calls: int) -> dict[str, list[tuple[str, list[
     sandboxes = [(level, open_sandbox(inst, replace(cfg, isolation=level), store))
                  for level in isolation.LEVELS if isolation.available(level)]
     try:
-        cwd = sandboxes[0][1].workdir
+        cwd = str(sandboxes[0][1].copy.repo)   # the host directory behind the jail's /testbed
         out = {}
         for cmd in COMMANDS:
             contenders = [("raw subprocess.run(cmd, shell=True)",
@@ -141,7 +141,7 @@ def working_copy(inst, cfg, store, reps: int) -> list[tuple[str, float]]:
 def grading(inst, cfg, store, reps: int) -> list[tuple[str, float]]:
     with open_sandbox(inst, cfg, store) as sb:   # a prepared checkout: gold + test patch applied
         checkout = Path(tempfile.mkdtemp())
-        subprocess.run(["cp", "-a", f"{sb.workdir}/.", str(checkout)], check=True)
+        subprocess.run(["cp", "-a", f"{sb.copy.repo}/.", str(checkout)], check=True)
     for patch in (inst.patch, inst.test_patch):
         subprocess.run(["git", "apply", "-"], cwd=checkout, input=patch, text=True, check=True)
     files = [f for f in inst.test_files() if f.endswith(".py")]

@@ -11,6 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+REPO_DIR = "/testbed"
+"""Where commands see the repository (SWE-bench's convention): the container path of the docker
+backend, and the local backend's in-jail path wherever its jail has a mount namespace. A fixed
+path keeps host directories (random per sandbox) out of prompts, outputs and hence token ids."""
+
 
 class SandboxError(RuntimeError):
     """The sandbox itself failed (not the command run in it); the message names the fix."""
@@ -32,7 +37,8 @@ class ExecResult:
 @runtime_checkable
 class Sandbox(Protocol):
     workdir: str
-    """The repository root as commands see it (the cwd of `execute`)."""
+    """The repository root as commands see it (the cwd of `execute`): `REPO_DIR` where the backend
+    can place it there; the prompt names this path."""
 
     def execute(self, cmd: str, timeout: float | None = None) -> ExecResult: ...
 

@@ -14,7 +14,10 @@ Lifetime:
   runner that does not answer within HOST_GRACE_S of the command's limit (stopped with SIGSTOP,
   say) is killed the same way and the command reported as timed out.
 - `kill()` (from `close()`, any thread) kills the jail at once; a command in flight then raises
-  SandboxError.
+  SandboxError. Killing bwrap while it still sets the jail up does not reach the jail's own
+  processes (their death signal is armed only just before the runner starts), so a start that
+  greets after `kill()` is torn down again: closing the runner's pipes ends it, and with it the
+  namespace.
 """
 
 from __future__ import annotations
@@ -131,10 +134,13 @@ class Executor:
             message = self._start_failure(proc, exc)
             self._reap()
             raise _StartFailed(message) from exc
+        if self._killed:  # the greeting can come from a jail that outlived its killed bwrap
+            self._reap()
+            raise _StartFailed("the sandbox was closed while its jail started")
         return proc
 
     def _program(self) -> list[str]:
-        cfg = {"workdir": str(self.jail.workdir), "tag": self.jail.tag,
+        cfg = {"workdir": self.jail.cwd, "tag": self.jail.tag,
                "tag_var": isolation.TAG_VAR, "prelude": isolation.limits_prelude(self.jail),
                "scope": isolation.kill_scope(self.jail), "cgroup": str(self.jail.cgroup or ""),
                "parent": os.getpid() if self.jail.level == "pgroup" else None}

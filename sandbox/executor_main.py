@@ -17,7 +17,8 @@ every process but the runner and the namespace's init; elsewhere every member of
 pids cgroup, or every process carrying the tag. Output is kept as head + tail (`Capture`) while it
 is read, so a command printing gigabytes costs no memory; the reply carries the kept bytes.
 One command runs at a time. The runner is not dumpable, so commands (same uid) cannot reach its
-pipes through /proc and forge replies.
+pipes through /proc and forge replies. Commands run without address-space randomisation
+(`fixed_layout`), so a rerun prints the same object addresses.
 
 Wire format, both ways: a 4-byte big-endian length, then that many bytes of JSON; a reply's JSON
 is followed by its `head` + `tail` output bytes. Needs Python >= 3.8 (posix_spawn with setsid).
@@ -40,6 +41,7 @@ READ_AND_RUN = "IFS= read -r -d '' __swe_rlvr_cmd <&3; exec 3<&-; eval \"$__swe_
 from fd 3, close fd 3, run it. The tag is exported by the shell itself, so an idle prepared shell
 carries none in its /proc environ; its children do."""
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
+ADDR_NO_RANDOMIZE = 0x0040000
 
 
 class Capture:
@@ -331,16 +333,28 @@ def _tagged_pids(needle):
 
 def harden(parent):
     """Die with the sandbox's owner, and keep commands (same uid) out of this process's fds and
-    memory: a non-dumpable process's /proc entries are closed to them."""
+    memory: a non-dumpable process's /proc entries are closed to them. Also turn address-space
+    randomisation off for the commands (`fixed_layout`)."""
     try:
         import ctypes
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+        fixed_layout(libc)
     except (ImportError, OSError):
         pass
     if parent and os.getppid() != parent:  # the owner died before the death signal was armed
         os._exit(1)
+
+
+def fixed_layout(libc):
+    """Set ADDR_NO_RANDOMIZE in this process's personality, which every command inherits across
+    exec (as `setarch -R`): object addresses in their output (pytest prints `<generator object
+    at 0x7f...>` in assertion messages) then repeat from run to run, and so do the agent's tokens.
+    Randomisation protects nothing here: the commands are the untrusted party."""
+    current = libc.personality(0xFFFFFFFF)  # query
+    if current != -1:
+        libc.personality(current | ADDR_NO_RANDOMIZE)
 
 
 def main(argv):

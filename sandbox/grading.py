@@ -15,11 +15,15 @@ Fail-closed rules beyond SWE-bench (each has a regression test in tests/test_gra
   for P2P as for F2P (SWE-bench leaves skipped tests out of both lists);
 - the pytest exit code must agree with the log: 0 with any failure, 1 with none, or any other code
   (interrupted, internal error, no tests) makes every test of the run count as failed;
-- pytest also writes a junit XML report to a fresh, randomly named directory outside the working
-  copy (`-p no:cacheprovider` is in the default command); a test passes only if the junit report
-  agrees. Printing fake "PASSED" lines therefore gains nothing. A patch that changes pytest's
-  behaviour in-process could still forge both, which is why model-patch conftest.py changes are
-  reset (a genuine fix that needs a conftest change loses; that trade-off is deliberate).
+- pytest also writes a junit XML report to a fresh directory outside the working copy, in the
+  grading sandbox's private temp dir (`-p no:cacheprovider` is in the default command); a test
+  passes only if the junit report agrees. Printing fake "PASSED" lines therefore gains nothing.
+  A patch that changes pytest's behaviour in-process could still forge both, which is why
+  model-patch conftest.py changes are reset (a genuine fix that needs a conftest change loses;
+  that trade-off is deliberate). The report's directory has a fixed name (`JUNIT_DIR`): pytest
+  echoes it into the log, and logs must repeat between reruns; a random name would hide nothing
+  from the tests, which see it in their own argv. The separator the report travels behind in the
+  output stays random.
 - infrastructure failures (repository or environment missing, the sandbox failing, the test patch
   not applying to the base) set `infra_failure` with a reason: "no sample", never a 0 reward;
 - a test run that times out is *not* an infrastructure failure: as in SWE-bench, the patch is
@@ -48,6 +52,8 @@ GRADING_OUTPUT_BYTES = 16 << 20
 EXCERPT_CHARS = 4000
 PATCH_FILE = ".git/swe-rlvr-model.patch"
 TEST_PATCH_FILE = ".git/swe-rlvr-test.patch"
+JUNIT_DIR = "${TMPDIR:-/tmp}/swe-rlvr-grade"
+"""Where pytest writes its junit report: outside the working copy, fixed (see the docstring)."""
 GIT = "git -c core.hooksPath=/dev/null -c core.fsmonitor=false"
 APPLY_METHODS = (
     ("git-apply", f"{GIT} apply --verbose {PATCH_FILE}"),
@@ -211,11 +217,11 @@ def run_tests(sb, instance, cfg) -> tuple[dict[str, str], str, list[str]]:
     existing = f"$(for f in {files}; do [ -e \"$f\" ] && printf '%s ' \"$f\"; done)" if files else ""
     is_pytest = instance.log_parser == "pytest" and "pytest" in instance.env.test_cmd
     use_junit = cfg.junit and is_pytest
-    junit_dir, token = f"${{TMPDIR:-/tmp}}/grade-{secrets.token_hex(12)}", secrets.token_hex(16)
-    junit = f" --junitxml={junit_dir}/junit.xml" if use_junit else ""
-    cmd = f"mkdir -p {junit_dir}; {instance.env.test_cmd}{junit} {existing}"
+    token = secrets.token_hex(16)
+    junit = f" --junitxml={JUNIT_DIR}/junit.xml" if use_junit else ""
+    cmd = f"rm -rf {JUNIT_DIR}; mkdir -p {JUNIT_DIR}; {instance.env.test_cmd}{junit} {existing}"
     if use_junit:  # the report travels after a random separator, in the same command
-        cmd += f"\ncode=$?; echo; echo {token}; cat {junit_dir}/junit.xml 2>/dev/null; exit $code"
+        cmd += f"\ncode=$?; echo; echo {token}; cat {JUNIT_DIR}/junit.xml 2>/dev/null; exit $code"
     result = _run(sb, cmd, cfg)
     log, _, xml = result.output.rpartition(f"\n{token}\n") if use_junit else ("", "", "")
     log = log if use_junit else result.output

@@ -4,21 +4,41 @@ A sandbox starts one jail and keeps it (`sandbox.executor`); a small runner insi
 command (`sandbox.executor_main`). This module says what that jail is.
 
 Isolation levels, best first (`SandboxConfig.isolation`, "auto" picks the best available):
-- bwrap: bubblewrap with the host read-only, the working copy and a private /tmp writable, new
-  user/pid/net/ipc/uts namespaces, `--die-with-parent` and `--new-session`. Killing bwrap kills
-  the namespace's init, and with it every process inside, `setsid` children included. The
-  repo store (which holds future commits), the base checkouts, other sandboxes and the caller's
-  home (credentials) are hidden under empty tmpfs mounts; the environment's interpreter prefix is
-  bound back read-only.
-- unshare: util-linux `unshare` (root only) with pid/net/mount namespaces and the root mount
-  remounted read-only (the working copy and its private temp dir, $TMPDIR, stay writable);
-  `--kill-child` tears the pid namespace down with the runner, which is the namespace's init.
+- bwrap: bubblewrap with the host read-only, the working copy (at `REPO_DIR`) and a private /tmp
+  writable, new user/pid/net/ipc/uts namespaces, `--die-with-parent` and `--new-session`. Killing
+  bwrap kills the namespace's init, and with it every process inside, `setsid` children included.
+  The repo store (which holds future commits), the base checkouts, other sandboxes (this one's
+  host directory included) and the caller's home (credentials) are hidden under empty tmpfs
+  mounts; the environment's interpreter prefix is bound back read-only.
+- unshare: util-linux `unshare` (root only) with pid/net/mount namespaces, the working copy bound
+  at `REPO_DIR` and the root mount remounted read-only (the copy and its private temp dir, $TMPDIR,
+  stay writable); `--kill-child` tears the pid namespace down with the runner, which is the
+  namespace's init.
 - pgroup: no namespaces (no read-only host, network on); each command gets a new session. The
   tree is killed through the pids cgroup where there is one; otherwise every command process
   carries the sandbox's tag in its environment and is found by it in /proc. Without a cgroup, a
   command that scrubs its environment (`env -i`) and detaches escapes; the sweeper's TTL is the
   backstop. Commands run as the caller, in the host's pid namespace: as root, `kill -9 -1` in a
   command kills every process on the machine. Use it only for trusted commands.
+
+Where commands see the working copy (`Jail.cwd`, which the agent's prompt names): at `REPO_DIR`
+(/testbed) with bwrap and unshare, whatever random host directory holds it, so two sandboxes of
+one instance show the agent the same paths (pwd, tracebacks, `grep -rn`, pytest's rootdir) and a
+rerun with the same seeds samples the same tokens. For the same reason commands run with
+PYTHONHASHSEED fixed and without address-space randomisation (`executor_main.fixed_layout`), so
+set orders and object addresses in their output repeat too. Wall-clock text (pytest's "in
+0.14s") still differs between runs. Simplifications, named:
+- pgroup has no mount namespace, so commands run in the host directory and see its random path.
+- unshare and pgroup give commands the host's temp dir as $TMPDIR (random per sandbox), where
+  bwrap binds it at /tmp; unshare makes `REPO_DIR` on the host once as an empty mount point.
+- The sandbox tag in every command's environment (`$SWE_RLVR_SANDBOX`, the random name of the
+  sandbox's directory) and bwrap's /proc/self/mountinfo (the copy's host path) still differ
+  between sandboxes: a command that prints them (`env`) sees random text. The tag must stay:
+  processes are found by it.
+- bwrap 0.8 cannot make a mount point inside a read-only root (no `--overlay` before 0.9), so the
+  jail's / is a tmpfs holding a read-only bind of each top-level host entry (`root_args`),
+  remounted read-only once `REPO_DIR` is in place. A top-level entry created after the jail
+  started is not seen in it.
 
 Limits are set by the shell that runs the command (`ulimit -H -S`, so the command cannot raise
 them): address space, processes, file size, CPU seconds, no core files.
@@ -42,15 +62,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox import cgroups
-from sandbox.base import SandboxError
+from sandbox.base import REPO_DIR, SandboxError
 
 log = logging.getLogger(__name__)
 
 LEVELS = ("bwrap", "unshare", "pgroup")
+MOUNT_LEVELS = ("bwrap", "unshare")
+"""Levels with a mount namespace: the working copy is bound at `REPO_DIR` there."""
 TAG_VAR = "SWE_RLVR_SANDBOX"
 TIMEOUT_EXIT = 124
 ENV_ALLOW = ("LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ")
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+HASH_SEED = "0"
+"""PYTHONHASHSEED of every command: set orders in output (assertion messages) repeat run to run."""
 _announced: set[str] = set()
 
 
@@ -60,7 +84,7 @@ class Jail:
 
     level: str
     workdir: Path
-    """The working copy (same path inside and outside the sandbox)."""
+    """The working copy on the host (a random `<root>/copies/wc-*/repo`); commands see `cwd`."""
     tmpdir: Path
     """Host directory that commands see as /tmp (bwrap, unshare) or as $TMPDIR (pgroup)."""
     tag: str
@@ -80,6 +104,17 @@ class Jail:
     file_size_mb: int = 512
     cpu_time_s: int = 600
     output_limit_bytes: int = 65536
+
+    @property
+    def cwd(self) -> str:
+        """The working copy as commands see it (their start directory)."""
+        return command_dir(self.level, self.workdir)
+
+
+def command_dir(level: str, workdir: Path) -> str:
+    """Where commands see the working copy at `level`: `REPO_DIR` in a mount namespace, else the
+    host directory itself (pgroup)."""
+    return REPO_DIR if level in MOUNT_LEVELS else str(workdir)
 
 
 def choose_level(requested: str) -> str:
@@ -155,7 +190,7 @@ def limits_prelude(jail: Jail) -> str:
     them) and enter the working copy; exit status 125 when either fails."""
     kib = jail.memory_mb * 1024
     return (f"ulimit -S -H -v {kib} -u {jail.max_procs} -f {jail.file_size_mb * 1024} "
-            f"-t {jail.cpu_time_s} -c 0 || exit 125\ncd {_q(str(jail.workdir))} || exit 125")
+            f"-t {jail.cpu_time_s} -c 0 || exit 125\ncd {_q(jail.cwd)} || exit 125")
 
 
 def kill_scope(jail: Jail) -> str:
@@ -189,7 +224,7 @@ def _visible(jail: Jail, path: str) -> bool:
 
 
 def bwrap_args(jail: Jail) -> list[str]:
-    args = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+    args = ["bwrap", *root_args(), "--dev", "/dev", "--proc", "/proc",
             "--unshare-user", "--uid", "1000", "--gid", "1000",
             "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox",
             "--die-with-parent", "--new-session"]
@@ -200,15 +235,30 @@ def bwrap_args(jail: Jail) -> list[str]:
     args += ["--bind", str(jail.tmpdir), "/tmp"]
     for source, dest in jail.rebind:
         args += ["--ro-bind", source, dest]
-    args += ["--bind", str(jail.workdir), str(jail.workdir), "--chdir", str(jail.workdir), "--"]
+    args += ["--bind", str(jail.workdir), REPO_DIR, "--remount-ro", "/", "--chdir", REPO_DIR, "--"]
+    return args
+
+
+def root_args() -> list[str]:
+    """bwrap arguments that fill the jail's / with the host's top-level entries, read-only, and
+    leave `REPO_DIR`'s place free for the working copy (see the module docstring)."""
+    skip = {"proc", "dev", REPO_DIR.strip("/").split("/")[0]}
+    args = []
+    for entry in sorted(os.scandir("/"), key=lambda e: e.name):
+        if entry.name in skip:
+            continue
+        if entry.is_symlink():
+            args += ["--symlink", os.readlink(entry.path), entry.path]
+        else:
+            args += ["--ro-bind-try", entry.path, entry.path]
     return args
 
 
 def unshare_args(jail: Jail) -> list[str]:
     net = [] if jail.network else ["--net"]
-    rw = [jail.workdir, jail.tmpdir]
-    binds = " && ".join(f"mount --bind {_q(str(p))} {_q(str(p))}" for p in rw)
-    setup = f"{binds} && mount -o remount,bind,ro / && exec \"$@\""
+    tmp = _q(str(jail.tmpdir))
+    setup = (f"mkdir -p {REPO_DIR} && mount --bind {_q(str(jail.workdir))} {REPO_DIR} && "
+             f"mount --bind {tmp} {tmp} && mount -o remount,bind,ro / && exec \"$@\"")
     return ["unshare", "--pid", "--fork", "--kill-child", "--mount", "--mount-proc", *net,
             "--", "sh", "-c", setup, "sh"]
 
@@ -219,8 +269,9 @@ def environment(jail: Jail) -> dict[str, str]:
     home = "/tmp" if jail.level == "bwrap" else str(jail.tmpdir)
     path = f"{jail.env_bin}:{SYSTEM_PATH}" if jail.env_bin else SYSTEM_PATH
     env.update(PATH=path, HOME=home, TMPDIR=home, LANG=env.get("LANG", "C.UTF-8"),
-               PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", PIP_NO_INPUT="1",
-               PIP_DISABLE_PIP_VERSION_CHECK="1", PAGER="cat", GIT_PAGER="cat", TERM="dumb")
+               PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1", PYTHONHASHSEED=HASH_SEED,
+               PIP_NO_INPUT="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PAGER="cat", GIT_PAGER="cat",
+               TERM="dumb")
     env.update(dict(jail.extra_env))
     env[TAG_VAR] = jail.tag
     return env

@@ -1,7 +1,10 @@
 """The local backend: a working copy on this machine, commands run under `sandbox.isolation`.
 
 Commands go to one persistent jail per sandbox (`sandbox.executor`), started on the first
-`execute` and again, transparently, if a command kills it; one command runs at a time.
+`execute` and again, transparently, if a command kills it; one command runs at a time. They see
+the working copy at `workdir`: `/testbed` wherever the jail has a mount namespace, while its host
+directory (`copy.repo`) is random per sandbox (see `sandbox.isolation`). The file helpers take
+paths relative to the repo root or absolute paths under `workdir`.
 
 `diff()` never trusts the working copy's `.git`: the agent may commit, reset, rewrite history or
 plant hooks and `core.fsmonitor` commands there. The patch is computed with the *base checkout's*
@@ -12,6 +15,7 @@ and byte-code caches are left out (they cannot travel in a text patch).
 
 from __future__ import annotations
 
+import posixpath
 import tempfile
 import threading
 from pathlib import Path
@@ -36,7 +40,7 @@ class LocalSandbox:
         base = workspace.base_checkout(repo_dir, sha, self.root)
         pyenv = environments.ensure_env(instance, cfg, base)
         self.copy = workspace.create_working_copy(base, sha, self.root, cfg.ttl_s, cfg.working_copy)
-        self.workdir = str(self.copy.repo)
+        self.workdir = isolation.command_dir(level, self.copy.repo)  # what the prompt names
         self.jail = self._jail(cfg, level, pyenv, Path(repo_store))
         self.executor = Executor(self.jail)
         self._lock = threading.Lock()
@@ -76,9 +80,12 @@ class LocalSandbox:
     # ------------------------------------------------------------------ files
 
     def _host_path(self, path: str) -> Path:
-        full = (self.copy.repo / path).resolve()
+        """The host file behind `path`, relative to the repo root or absolute as commands see it."""
+        inside = posixpath.relpath(posixpath.join(self.workdir, path), self.workdir)
+        full = (self.copy.repo / inside).resolve()
         if not full.is_relative_to(self.copy.repo.resolve()):
-            raise SandboxError(f"Path {path!r} leaves the repository; give a path relative to its root.")
+            raise SandboxError(f"Path {path!r} leaves the repository; give a path relative to its "
+                               f"root ({self.workdir}).")
         return full
 
     def read_file(self, path: str) -> str:

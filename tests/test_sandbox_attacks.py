@@ -100,7 +100,7 @@ def test_write_outside_the_working_copy_fails(pair):
     finally:
         if os.path.exists(target):
             os.remove(target)
-    bystander_file = os.path.join(bystander.workdir, "README.md")
+    bystander_file = os.path.join(bystander.copy.repo, "README.md")  # its host path
     attacked.execute(f"echo pwned > {bystander_file}")
     assert open(bystander_file).read() == "calc\n"
     assert_unaffected(attacked, bystander)
@@ -132,7 +132,7 @@ def test_file_size_limit(pair):
     attacked, bystander = pair
     result = attacked.execute("head -c 5000000 /dev/zero > big.bin", timeout=20)
     assert result.exit_code != 0
-    assert os.path.getsize(os.path.join(attacked.workdir, "big.bin")) <= 1 << 20
+    assert os.path.getsize(os.path.join(attacked.copy.repo, "big.bin")) <= 1 << 20
     assert_unaffected(attacked, bystander)
 
 

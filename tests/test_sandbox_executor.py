@@ -14,6 +14,7 @@ from dataclasses import replace
 import pytest
 
 from sandbox import SandboxError, executor, isolation, open_sandbox
+from sandbox.base import REPO_DIR
 from test_sandbox_support import make_instance, sandbox_config, store  # noqa: F401 - fixture
 
 LEVELS = [level for level in isolation.LEVELS if isolation.available(level)]
@@ -85,6 +86,14 @@ def test_a_background_job_does_not_hold_the_reply(sb):
     result = sb.execute("sleep 30 & echo started", timeout=20)
     assert result.output == "started\n" and result.exit_code == 0 and result.duration_s < 5
     assert isolation.tagged_pids(sb.jail.tag) == []
+
+
+def test_commands_start_where_the_prompt_says(sb):
+    """`workdir` (which the agent's prompt names) is where commands really run: /testbed where the
+    jail has a mount namespace, the copy's host directory at pgroup (no mounts there)."""
+    expected = str(sb.copy.repo) if sb.jail.level == "pgroup" else REPO_DIR
+    assert sb.workdir == sb.jail.cwd == expected
+    assert sb.execute("pwd && cat README.md").output == f"{expected}\ncalc\n"
 
 
 def test_exit_codes_signals_and_undecodable_output(sb):

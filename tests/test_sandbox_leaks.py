@@ -22,12 +22,15 @@ from sandbox import SandboxError, isolation, open_sandbox, workspace
 from test_sandbox_support import live_copies, make_instance, overlay_mounts, sandbox_config, store  # noqa: F401
 
 
-def run_many(inst, cfg, store, count: int, seed: int = 0) -> None:
+def run_many(inst, cfg, store, count: int, seed: int = 0) -> set[str]:
+    """Open `count` sandboxes, 4 at a time; returns their tags."""
     rng = random.Random(seed)
     plans = [rng.random() < 0.4 for _ in range(count)]  # True: closed mid-command
+    tags = set()
 
     def one(killed: bool) -> None:
         sb = open_sandbox(inst, cfg, store)
+        tags.add(sb.copy.tag)
         try:
             if killed:
                 threading.Timer(rng.uniform(0.05, 0.3), sb.close).start()
@@ -43,34 +46,38 @@ def run_many(inst, cfg, store, count: int, seed: int = 0) -> None:
 
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(one, plans))
+    return tags
 
 
 def test_twenty_sandboxes_some_closed_mid_command(store, tmp_path):
     cfg = sandbox_config(tmp_path)
-    run_many(make_instance(store), cfg, store, 20)
-    assert live_copies(cfg) == [] and overlay_mounts(cfg) == [] and no_processes(cfg)
+    tags = run_many(make_instance(store), cfg, store, 20)
+    assert len(tags) == 20
+    assert live_copies(cfg) == [] and overlay_mounts(cfg) == [] and no_processes(tags)
 
 
 @pytest.mark.slow
 def test_two_hundred_sandboxes_some_closed_mid_command(store, tmp_path):
     cfg = sandbox_config(tmp_path)
-    run_many(make_instance(store), cfg, store, 200, seed=1)
-    assert live_copies(cfg) == [] and overlay_mounts(cfg) == [] and no_processes(cfg)
+    tags = run_many(make_instance(store), cfg, store, 200, seed=1)
+    assert live_copies(cfg) == [] and overlay_mounts(cfg) == [] and no_processes(tags)
 
 
-def no_processes(cfg) -> bool:
-    """No process carries a tag of this test's sandboxes (their tags are logged in the cgroup
-    names and the copies; here every copy is gone, so scan for this root's marker-less tags)."""
-    return not [p for p in isolation.tagged_pids("wc-") if _tag_root(p) == cfg.workdir]
+def no_processes(tags: set[str]) -> bool:
+    """No process carries the tag of one of `tags` (this test's sandboxes; other tests' sandboxes
+    may run beside it). Tags, not working directories: commands run in /testbed, whatever host
+    directory holds their copy."""
+    return not [p for p in isolation.tagged_pids("wc-") if _tag(p) in tags]
 
 
-def _tag_root(pid: int) -> str:
-    """The sandbox root a tagged process belongs to, from its working directory."""
+def _tag(pid: int) -> str:
+    """The sandbox tag in a process's environment ("" if it is gone)."""
+    prefix = f"{isolation.TAG_VAR}=".encode()
     try:
-        cwd = str(Path(f"/proc/{pid}/cwd").resolve())
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     except OSError:
         return ""
-    return cwd.split("/copies/")[0]
+    return next((item[len(prefix):].decode() for item in environ if item.startswith(prefix)), "")
 
 
 DRIVER = """

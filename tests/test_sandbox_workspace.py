@@ -8,9 +8,15 @@ import subprocess
 import sys
 import time
 
+from dataclasses import replace
+
 import pytest
 
-from sandbox import SandboxError, open_sandbox, workspace
+from agent.prompts import system_prompt
+from agent.tools import make_tools
+from sandbox import SandboxError, isolation, open_sandbox, workspace
+from sandbox.base import REPO_DIR
+from swe_rlvr.config import AgentConfig
 from test_sandbox_support import (FIXED, live_copies, make_instance, overlay_mounts,  # noqa: F401
                                   sandbox_config, store)
 
@@ -77,6 +83,7 @@ def test_file_helpers_refuse_paths_outside_the_repo(env):
             sb.write_file("/etc/passwd", "x")
         sb.write_file("new/dir/file.txt", "hello")
         assert sb.execute("cat new/dir/file.txt").output == "hello"
+        assert sb.read_file(f"{sb.workdir}/new/dir/file.txt") == "hello"  # absolute, as commands see it
 
 
 def test_close_removes_copy_and_mount(env):
@@ -92,7 +99,6 @@ def test_close_removes_copy_and_mount(env):
 
 def test_missing_repository_names_the_store_and_the_expected_dirs(env):
     inst, cfg, store = env
-    from dataclasses import replace
     with pytest.raises(SandboxError, match=r"acme/nope.*acme__nope"):
         open_sandbox(replace(inst, repo="acme/nope"), cfg, store)
 
@@ -128,9 +134,60 @@ def test_sweep_cli_reports_removed_copies(env, capsys):
 def test_copy_fallback_without_overlay(env):
     """Where overlayfs is unavailable the copy is a real copy, equally isolated from the base."""
     inst, cfg, store = env
-    from dataclasses import replace
     with open_sandbox(inst, replace(cfg, working_copy="copy"), store) as sb:
         assert not sb.copy.mounted
         sb.write_file("calc/core.py", FIXED)
         assert "a - b" in (sb.copy.base / "calc/core.py").read_text()
         assert "+    return a + b" in sb.diff()
+
+
+# --------------------------------------------------------------------------- the fixed path
+
+needs_bwrap = pytest.mark.skipif(not isolation.available("bwrap"),
+                                 reason="needs bubblewrap (apt-get install bubblewrap)")
+LOOK_AROUND = ("pwd; pwd -P; grep -rn 'a - b' .; python -m pytest -p no:cacheprovider tests | grep rootdir; "
+               "python -c 'from calc.core import add; print(object(), set(\"abcdefgh\")); add(None, 1)'")
+"""A first command whose output names paths four ways (the shell, grep, pytest, a traceback), an
+object address and a set's order."""
+
+
+@needs_bwrap
+def test_two_sandboxes_show_the_agent_the_same_bytes(env):
+    """Regression: each working copy lives in a random host directory (`copies/wc-XXXX/repo`),
+    and commands used to run there, so the system prompt, `pwd`, `grep -rn`, tracebacks and
+    pytest's rootdir named it. Two runs with the same seeds then sampled different token ids and
+    trained different weights (tests/test_flows.py). The jail now shows every copy at /testbed:
+    the prompt and the first observation are byte-identical across sandboxes of one instance.
+    (Commands also run with PYTHONHASHSEED fixed and no address randomisation: pytest's assertion
+    messages print object addresses and set orders, and guidance quotes them.)"""
+    inst, cfg, store = env
+    cfg, agent_cfg = replace(cfg, isolation="bwrap"), AgentConfig(scaffold="bash")
+    with open_sandbox(inst, cfg, store) as one, open_sandbox(inst, cfg, store) as two:
+        assert one.copy.repo != two.copy.repo
+        seen = []
+        for sb in (one, two):
+            assert sb.workdir == REPO_DIR and sb.execute("pwd").output == f"{REPO_DIR}\n"
+            seen.append((system_prompt(agent_cfg, sb.workdir),
+                         make_tools(sb, agent_cfg).shell(LOOK_AROUND)))
+    assert seen[0] == seen[1]
+    prompt, observation = seen[0]
+    assert f"current directory, {REPO_DIR}." in prompt
+    assert observation.startswith(f"{REPO_DIR}\n{REPO_DIR}\n./calc/core.py:2:")
+    assert f'File "{REPO_DIR}/calc/core.py", line 2' in observation
+    assert f"rootdir: {REPO_DIR}" in observation and "<object object at 0x" in observation
+    assert "wc-" not in observation
+
+
+@needs_bwrap
+def test_commands_cannot_reach_the_host_directory(env):
+    """The copy's host directory (and the copies root around it) is hidden inside the jail, so
+    no command can print, enter or write through the random path."""
+    inst, cfg, store = env
+    with open_sandbox(inst, replace(cfg, isolation="bwrap"), store) as sb:
+        host, copies = sb.copy.repo, sb.copy.path.parent
+        probe = sb.execute(f"ls -A {copies}; ls {host} || echo UNSEEN; cd {host} && echo ENTERED; "
+                           f"touch {host}/x && echo WROTE; realpath .")
+        assert "wc-" not in probe.output.replace(str(host), ""), probe.output  # no copy listed
+        assert "UNSEEN" in probe.output and "ENTERED" not in probe.output
+        assert "WROTE" not in probe.output and not (host / "x").exists()
+        assert probe.output.endswith(f"\n{REPO_DIR}\n")
