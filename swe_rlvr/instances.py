@@ -70,8 +70,16 @@ class Instance:
     meta_json: str = "{}"
 
     def test_files(self) -> tuple[str, ...]:
-        """Paths that the test patch touches, in order of first appearance."""
-        return patch_files(self.test_patch)
+        """Paths that the test patch touches, then the files that FAIL_TO_PASS / PASS_TO_PASS
+        pytest ids name (`path.py::test`), in order of first appearance.
+
+        The second part matters where the graded tests already exist at the base commit and the
+        test patch is empty (SWE-smith-style instances): those files are still the instance's
+        tests, so grading runs them and resets them to the base before it does.
+        """
+        named = [t.split("::", 1)[0] for t in self.fail_to_pass + self.pass_to_pass if "::" in t]
+        return tuple(dict.fromkeys([*patch_files(self.test_patch),
+                                    *(f for f in named if f.endswith(".py"))]))
 
     def fix_files(self) -> tuple[str, ...]:
         """Paths that the gold patch touches."""

@@ -10,7 +10,7 @@ import pytest
 
 from sandbox import open_sandbox
 from sandbox.grading import grade
-from test_sandbox_support import FIXED, NEW_TESTS, diff_of, make_instance, sandbox_config, store  # noqa: F401
+from test_sandbox_support import FIXED, NEW_TESTS, diff_of, git, make_instance, sandbox_config, store, write  # noqa: F401
 
 CHEAT_TESTS = "def test_add():\n    pass\n\n\ndef test_mul():\n    pass\n\n\ndef test_add_zero():\n    pass\n"
 
@@ -125,3 +125,21 @@ def test_new_test_file_stays_the_graders(setup):
         fail_to_pass=inst.fail_to_pass + ("tests/test_new.py::test_x",))
     report = grade(inst2, patch, cfg, store)
     assert report.resolved  # the agent's version was replaced by the grader's, which passes
+
+
+def test_editing_existing_failing_tests_gains_nothing_without_a_test_patch(store, tmp_path):
+    """SWE-smith-style instance: the failing test already exists at the base and the test patch is
+    empty. The agent makes `test_add` pass by rewriting it. The files that FAIL_TO_PASS names are
+    still the instance's tests: they are reset to the base and run, so the bug is still caught."""
+    from dataclasses import replace
+    inst = make_instance(store, repo="acme/calcsmith")
+    repo = store / "acme__calcsmith"
+    write(repo, {"tests/test_core.py": NEW_TESTS})              # the failing test is in the base
+    git(repo, "commit", "-qam", "tests at the base")
+    inst = replace(inst, base_commit=git(repo, "rev-parse", "HEAD").strip(), test_patch="")
+    assert inst.test_files() == ("tests/test_core.py",)
+    cfg = sandbox_config(tmp_path)
+    cheat = grade(inst, diff_of(repo, {"tests/test_core.py": CHEAT_TESTS}), cfg, store)
+    assert cheat.patch_applied and not cheat.resolved
+    assert cheat.f2p_failed == inst.fail_to_pass
+    assert grade(inst, inst.patch, cfg, store).resolved           # the honest fix still resolves
