@@ -1,7 +1,8 @@
 """End to end on the built-in instances: scripted policies -> real loop -> local sandbox -> grading.
 
-Every built-in instance is rolled out once by the gold script (instances in parallel) and graded in a
-fresh sandbox: each must be submitted and resolved. The cheating script must resolve none, and the
+Every hand-written built-in instance and a sample of the generated ones (`builtin_sample`) is rolled
+out once by the gold script (instances in parallel) and graded in a fresh sandbox: each must be
+submitted and resolved. The cheating script must resolve none, and the
 weak script must resolve an instance only when guidance names the file to edit.
 """
 
@@ -11,6 +12,7 @@ import pytest
 
 from agent.runner import run_rollouts
 from agent.scripted import ScriptedPolicy
+from builtin_support import builtin_sample
 from swe_rlvr.config import AgentConfig, SandboxConfig
 from test_agent_support import tokenizer  # noqa: F401  (fixture)
 
@@ -19,9 +21,8 @@ WORKERS = 4
 
 @pytest.fixture(scope="module")
 def builtin():
-    from swe_rlvr.builtin import load_builtin
     try:
-        instances = load_builtin()
+        instances = builtin_sample()
     except FileNotFoundError as exc:
         pytest.skip(f"built-in instances not generated yet: {exc}")
     return instances

@@ -3,6 +3,9 @@
 Each instance is checked the way the grader will use it: materialise the project, check out the
 base commit in a fresh clone, apply the test patch, run pytest on the touched test files (exactly
 FAIL_TO_PASS fails, PASS_TO_PASS passes), then apply the gold patch (everything listed passes).
+That runs on every hand-written instance and a sample of the generated ones (`builtin_sample`);
+the records themselves are checked for all. The tier balance is a property of the hand-written
+instances: the generated ones are all easy by design (tests/test_builtin_mutations.py).
 """
 
 from __future__ import annotations
@@ -14,13 +17,16 @@ from pathlib import Path
 
 import pytest
 
+from builtin_support import builtin_sample
 from swe_rlvr.builtin import load_builtin, materialize, store
 from swe_rlvr.builtin.build import build_instances, tier_of
+from swe_rlvr.builtin.mutants import generate_instances
 from swe_rlvr.builtin.outcomes import passed, run_pytest
 from swe_rlvr.builtin.repository import git
 from swe_rlvr.instances import DEFAULT_TEST_CMD
 
 INSTANCES = load_builtin()
+HANDWRITTEN = load_builtin(kind="handwritten")
 TIERS = ("easy", "medium", "hard")
 RANK = {"easy": 1, "medium": 2, "hard": 3}
 
@@ -31,25 +37,30 @@ def repo_store(tmp_path_factory) -> Path:
 
 
 def test_counts_projects_and_splits():
-    projects = {i.repo for i in INSTANCES}
-    assert len(INSTANCES) >= 24
+    projects = {i.repo for i in HANDWRITTEN}
+    assert len(HANDWRITTEN) >= 24
     assert len(projects) >= 4
-    assert all(sum(i.repo == p for i in INSTANCES) >= 6 for p in projects)
-    assert {i.split for i in INSTANCES} == {"train", "test"}
-    test_share = sum(i.split == "test" for i in INSTANCES) / len(INSTANCES)
+    assert all(sum(i.repo == p for i in HANDWRITTEN) >= 6 for p in projects)
+    assert {i.split for i in HANDWRITTEN} == {"train", "test"}
+    test_share = sum(i.split == "test" for i in HANDWRITTEN) / len(HANDWRITTEN)
     assert 0.25 <= test_share <= 0.4  # about a third
+    assert {i.repo for i in INSTANCES} == projects and {i.split for i in INSTANCES} == {"train", "test"}
+    assert INSTANCES[:len(HANDWRITTEN)] == HANDWRITTEN       # hand-written first, then generated
+    assert {i.meta()["kind"] for i in INSTANCES[len(HANDWRITTEN):]} <= {"mutation"}
 
 
 def test_tiers_are_balanced_and_in_both_splits():
     for tier in TIERS:
-        assert sum(i.difficulty == tier for i in INSTANCES) >= len(INSTANCES) / 4
+        assert sum(i.difficulty == tier for i in HANDWRITTEN) >= len(HANDWRITTEN) / 4
     for split in ("train", "test"):
+        assert {i.difficulty for i in load_builtin(split, kind="handwritten")} == set(TIERS)
         assert {i.difficulty for i in load_builtin(split)} == set(TIERS)
 
 
 def test_test_split_is_not_easier_than_train():
+    """Among the hand-written instances; the generated ones are all easy in both splits."""
     def mean_rank(split: str) -> float:
-        ranks = [RANK[i.difficulty] for i in load_builtin(split)]
+        ranks = [RANK[i.difficulty] for i in load_builtin(split, kind="handwritten")]
         return sum(ranks) / len(ranks)
     assert mean_rank("test") >= mean_rank("train")
 
@@ -57,7 +68,9 @@ def test_test_split_is_not_easier_than_train():
 def test_records_follow_the_builtin_conventions():
     for inst in INSTANCES:
         project = inst.repo.split("/")[1]
-        assert re.fullmatch(rf"swe-rlvr__{project}-\d+", inst.instance_id)
+        number = r"m\d{3}" if inst.meta()["kind"] == "mutation" else r"\d+"
+        assert re.fullmatch(rf"swe-rlvr__{project}-{number}", inst.instance_id)
+        assert inst.meta()["project"] == project
         assert inst.source == "builtin" and inst.log_parser == "pytest"
         assert inst.env.python == "3.11" and inst.env.pip_packages == ("pytest",)
         assert inst.env.test_cmd == DEFAULT_TEST_CMD
@@ -82,18 +95,21 @@ def test_problem_statements_do_not_contain_the_fix():
         assert not leaks, f"{inst.instance_id} states its fix: {leaks}"
 
 
-def test_load_builtin_rejects_unknown_split():
+def test_load_builtin_rejects_unknown_split_and_kind():
     with pytest.raises(ValueError, match="choose one of"):
         load_builtin("validation")
+    with pytest.raises(ValueError, match="choose one of: handwritten, mutation"):
+        load_builtin(kind="generated")
 
 
-@pytest.mark.parametrize("instance", INSTANCES, ids=lambda i: i.instance_id)
+@pytest.mark.parametrize("instance", builtin_sample(), ids=lambda i: i.instance_id)
 def test_instance_fails_then_passes_with_gold_patch(instance, repo_store, tmp_path):
     """SWE-bench semantics on the touched test files: F2P fail and P2P pass before, all pass after."""
     work = tmp_path / "work"
     git(tmp_path, "clone", "-q", "--no-checkout", str(materialize(instance.repo, repo_store)), str(work))
     git(work, "checkout", "-q", instance.base_commit)
-    git(work, "apply", "-", stdin=instance.test_patch)
+    if instance.test_patch:
+        git(work, "apply", "-", stdin=instance.test_patch)
     listed = set(instance.fail_to_pass) | set(instance.pass_to_pass)
     before = run_pytest(work, instance.test_files())
     assert set(before) == listed
@@ -104,19 +120,21 @@ def test_instance_fails_then_passes_with_gold_patch(instance, repo_store, tmp_pa
 
 
 def test_jsonl_is_in_sync_with_specs():
-    """Rebuilding without running tests reproduces every record except the derived test lists,
-    which the per-instance test above checks against real pytest runs."""
+    """Rebuilding without running tests reproduces every hand-written record except the derived
+    test lists, which the per-instance test above checks against real pytest runs. (The generated
+    records are checked against the enumeration in tests/test_builtin_mutations.py.)"""
     def strip(inst):
         return dataclasses.replace(inst, fail_to_pass=(), pass_to_pass=())
-    assert [strip(i) for i in build_instances(run_tests=False)] == [strip(i) for i in INSTANCES]
+    assert [strip(i) for i in build_instances(run_tests=False)] == [strip(i) for i in HANDWRITTEN]
 
 
 @pytest.mark.slow
 def test_full_rebuild_is_identical(request):
     """The whole build, pytest derivation included, reproduces instances.jsonl exactly."""
     if "slow" not in (request.config.getoption("markexpr") or ""):
-        pytest.skip("re-runs every instance's tests (about a minute); opt in with -m slow")
-    assert build_instances() == INSTANCES
+        pytest.skip("re-runs every instance's tests and every candidate mutant's (several "
+                    "minutes); opt in with -m slow")
+    assert build_instances() + generate_instances() == INSTANCES
 
 
 def test_materialize_is_deterministic_and_idempotent(tmp_path):

@@ -1,26 +1,30 @@
-"""Generate `instances.jsonl` from the specs: `python -m swe_rlvr.builtin.build`.
+"""Generate `instances.jsonl`: `python -m swe_rlvr.builtin.build`.
 
-For each project it builds the upstream commit, then for each spec injects the bug as a commit
-(its SHA is `base_commit`), diffs it against upstream for the gold `patch`, adds the spec's tests
-for the `test_patch`, and runs pytest on the touched test files before and after the gold patch
-to derive FAIL_TO_PASS and PASS_TO_PASS (SWE-bench semantics). Finally it re-materialises every
-project from the new records to prove the reverse-applied patches reproduce the base commits.
+The hand-written instances come first, from the specs. For each project it builds the upstream
+commit, then for each spec injects the bug as a commit (its SHA is `base_commit`), diffs it
+against upstream for the gold `patch`, adds the spec's tests for the `test_patch`, and runs pytest
+on the touched test files before and after the gold patch to derive FAIL_TO_PASS and PASS_TO_PASS
+(SWE-bench semantics). The generated easy instances follow (`mutants.py`: single-token bugs the
+projects' own tests detect; several minutes on two cores). Finally it re-materialises every
+project from all the new records to prove the reverse-applied patches reproduce the base commits.
+The output is deterministic: two builds write byte-identical files.
 """
 
 from __future__ import annotations
 
 import json
 import tempfile
+import time
+from collections import Counter
 from itertools import groupby
 from pathlib import Path
 
-from swe_rlvr.builtin import INSTANCES_PATH, store
+from swe_rlvr.builtin import ENV, INSTANCES_PATH, store
+from swe_rlvr.builtin.mutants import generate_instances
 from swe_rlvr.builtin.outcomes import passed, run_pytest
 from swe_rlvr.builtin.repository import commit_all, git
 from swe_rlvr.builtin.spec import InstanceSpec, SpecError, load_specs
-from swe_rlvr.instances import DEFAULT_TEST_CMD, EnvSpec, Instance, patch_files
-
-ENV = EnvSpec(python="3.11", pip_packages=("pytest",), test_cmd=DEFAULT_TEST_CMD)
+from swe_rlvr.instances import Instance, patch_files
 
 
 def build_instances(run_tests: bool = True) -> list[Instance]:
@@ -51,7 +55,7 @@ def _instance(spec: InstanceSpec, path: Path, upstream: str, run_tests: bool) ->
         problem_statement=spec.issue, patch=patch, test_patch=test_patch,
         fail_to_pass=f2p, pass_to_pass=p2p, env=ENV, source="builtin", split=spec.split,
         difficulty=spec.tier, version="0.1", created_at=spec.created_at, log_parser="pytest",
-        meta_json=json.dumps({"project": spec.project}))
+        meta_json=json.dumps({"project": spec.project, "kind": "handwritten"}))
 
 
 def _apply(spec: InstanceSpec, edits: tuple, path: Path) -> None:
@@ -103,17 +107,31 @@ def write_jsonl(instances: list[Instance], path: Path = INSTANCES_PATH) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-def main() -> None:
-    instances = build_instances()
+def main(workers: int = 2) -> None:
+    start = time.perf_counter()
+    instances = build_instances() + generate_instances(workers)
     write_jsonl(instances)
     with tempfile.TemporaryDirectory(prefix="swe-rlvr-store-") as tmp:
         for repo in sorted({i.repo for i in instances}):
             store.materialize(repo, Path(tmp), instances)
-    for tier in ("easy", "medium", "hard"):
-        counts = {s: sum(i.difficulty == tier and i.split == s for i in instances)
-                  for s in ("train", "test")}
-        print(f"{tier:7s} train={counts['train']:2d} test={counts['test']:2d}")
-    print(f"wrote {len(instances)} instances to {INSTANCES_PATH}")
+    print_counts(instances)
+    print(f"wrote {len(instances)} instances to {INSTANCES_PATH} "
+          f"in {time.perf_counter() - start:.0f} s")
+
+
+def print_counts(instances: list[Instance]) -> None:
+    """Per kind and tier, train/test counts; for the generated ones per project and operator."""
+    for kind in ("handwritten", "mutation"):
+        some = [i for i in instances if i.meta().get("kind") == kind]
+        for tier in ("easy", "medium", "hard"):
+            counts = Counter(i.split for i in some if i.difficulty == tier)
+            if counts:
+                print(f"{kind:11s} {tier:7s} train={counts['train']:3d} test={counts['test']:3d}")
+        for key in ("project", "operator") if kind == "mutation" else ():
+            counts = Counter((i.meta()[key], i.split) for i in some)
+            print(f"{kind:11s} by {key}: " + ", ".join(
+                f"{name} {counts[name, 'train']}/{counts[name, 'test']}"
+                for name in sorted({k for k, _ in counts})) + " (train/test)")
 
 
 if __name__ == "__main__":

@@ -18,11 +18,23 @@ _STATUSES = ("PASSED", "FAILED", "ERROR", "XFAIL", "XPASS")
 
 def run_pytest(cwd: Path, files: list[str] | tuple[str, ...], timeout: float = 120) -> dict[str, str]:
     """Run pytest on `files` inside `cwd`; return {node id: status}."""
+    return parse_summary(pytest_log(cwd, files, timeout=timeout))
+
+
+def pytest_log(cwd: Path, files: list[str] | tuple[str, ...], options: tuple[str, ...] = (),
+               timeout: float = 120, hash_seed: str | None = None) -> str:
+    """pytest's stdout for `files` (all of `testpaths` when empty) with extra `options`.
+
+    `hash_seed` pins PYTHONHASHSEED, so set orders in assertion messages repeat run to run.
+    Raises `subprocess.TimeoutExpired` (the child killed) when the run exceeds `timeout`.
+    """
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env.update(PYTHONDONTWRITEBYTECODE="1", PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
-    cmd = [sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "-q", *files]
+    if hash_seed is not None:
+        env["PYTHONHASHSEED"] = hash_seed
+    cmd = [sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "-q", *options, *files]
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    return parse_summary(proc.stdout)
+    return proc.stdout
 
 
 def parse_summary(log: str) -> dict[str, str]:
