@@ -30,7 +30,7 @@ import time
 import uuid
 from pathlib import Path
 
-from sandbox.base import ExecResult, SandboxError
+from sandbox.base import REPO_DIR, ExecResult, SandboxError
 from sandbox.docker_exec import HOST_GRACE_S, Exec, HeadTail, wrapped
 from sandbox.docker_repo import checkout_tar, resolve_commit
 from sandbox.docker_sweep import remove_container, sandbox_labels, sweep_containers
@@ -38,7 +38,7 @@ from sandbox.docker_sweep import remove_container, sandbox_labels, sweep_contain
 __all__ = ["BASE_IMAGE", "DockerSandbox", "docker_client", "resolve_image", "sweep_containers"]
 
 BASE_IMAGE = "swe-rlvr/sandbox-base:bookworm"
-WORKDIR = "/testbed"
+WORKDIR = REPO_DIR
 DROPPED_CAPS = ["NET_RAW", "MKNOD", "AUDIT_WRITE", "SETFCAP", "SYS_CHROOT"]
 CONDA_ENV_BIN = "/opt/miniconda3/envs/testbed/bin"  # SWE-bench images' environment
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -285,6 +285,9 @@ class DockerSandbox:
             code = None
         if code in (None, 137) and not self._running():  # 137 alone may be the OOM killer's
             raise self._died("its container died during a command")
+        if job.error is not None:  # the output was cut short: never pass it off as complete
+            raise OutputLost(f"The output stream of a command in {self.image} broke "
+                             f"({job.error!r}); its output is incomplete.")
         return code
 
     def _running(self) -> bool:
@@ -307,14 +310,31 @@ class DockerSandbox:
         return SandboxError(f"This docker sandbox is dead: {self._dead}; open a new sandbox.")
 
     def _setup(self, script: str, keep: int = 1 << 20) -> str:
-        """stdout of one of the sandbox's own shell commands; raises SandboxError if it fails."""
-        out, err = HeadTail(keep), HeadTail(8192)
-        argv = ["timeout", "-s", "KILL", f"{SETUP_TIMEOUT_S:g}", "bash", "-c", script]
-        code = self._run(argv, SETUP_TIMEOUT_S, out, err)
+        """stdout of one of the sandbox's own (idempotent) shell commands; raises SandboxError if
+        it fails. The script's stdout ends with a marker line, so output the engine lost on the
+        way (seen under heavy load: an exit status of 0 and no output) is noticed, and the script
+        runs once more, instead of passing off a truncated diff or probe as complete."""
+        end = f"swe-rlvr-end-{uuid.uuid4().hex}\n"
+        wrapped_script = f"{script}\nstatus=$?; printf '%s' {shlex.quote(end)}; exit $status"
+        argv = ["timeout", "-s", "KILL", f"{SETUP_TIMEOUT_S:g}", "bash", "-c", wrapped_script]
+        for attempt in range(2):
+            out, err = HeadTail(keep), HeadTail(8192)
+            try:
+                code = self._run(argv, SETUP_TIMEOUT_S, out, err)
+            except OutputLost:
+                if attempt:
+                    raise
+                continue
+            if code != 0 or out.text().endswith(end):
+                break
         if code != 0:
             raise SandboxError(f"Sandbox command failed in {self.image} (exit {code}): {script[:200]}"
                                f"\n{err.text()[-2000:]}")
-        return out.text()
+        text = out.text()
+        if not text.endswith(end):
+            raise OutputLost(f"The output of a setup command in {self.image} was lost twice "
+                             f"(the engine is overloaded?): {script[:200]}")
+        return text[:-len(end)]
 
     def _check_alive(self) -> None:
         if self._dead:
@@ -322,6 +342,10 @@ class DockerSandbox:
 
     def _path(self, path: str) -> str:
         return posixpath.normpath(posixpath.join(WORKDIR, path))
+
+
+class OutputLost(SandboxError):
+    """A command's output stream broke before its end (the engine dropped the connection)."""
 
 
 _SWAP_LIMIT: dict[str, bool] = {}
