@@ -14,7 +14,7 @@ Every episode is graded, and only resolved ones come back (the expert's unresolv
 teach wrong fixes). The expert replays gold patches, so it refuses any instance outside the train
 split: an expert episode on an evaluation instance would leak its answer into the policy.
 
-Two styles (`orchestration.expert_style`):
+Three styles (`orchestration.expert_style`):
 - `splice`: `open` + `edit` per hunk (swe-agent) or a Python line splice (bash), then `submit`,
   with a bare "Step k." as its reasoning. It never reads the code, so a policy SFT'd on it learns
   the form (one block per turn, then submit) but not where an edit comes from.
@@ -23,6 +23,9 @@ Two styles (`orchestration.expert_style`):
   text it just read, run the project's tests, submit; each step says in one sentence why. Every
   command now depends on something visible earlier in the episode (the issue, the grep hits, the
   printed code), which is what a policy would have to learn to fix an unseen instance.
+- `sed` (bash only): for one-line fixes inside a function, three turns: print the function with
+  line numbers, substitute on the faulty line and run the tests, submit (about 750 tokens against
+  explore's 1,100); other fixes fall back to `explore`.
 Log-probs are 0.0 (nothing was sampled), so the trainer's `sampler_mismatch` metric means
 nothing on these episodes. `samples > 1` repeats the same deterministic replay; it weighs
 instances, it adds no variety. The explore script does not read its observations either (the
@@ -95,22 +98,22 @@ def expert_trajectories(instances: list[Instance], tokenizer_or_dir: Any, agent_
     return kept
 
 
-STYLES = ("splice", "explore")
+STYLES = ("splice", "explore", "sed")
 
 
 def make_expert(style: str, tokenizer: Any, instances: list[Instance], scaffold: str) -> Any:
     """The scripted engine of an expert style."""
     if style == "splice":
         return ScriptedPolicy(tokenizer, instances, variant="gold", scaffold=scaffold)
-    if style != "explore":
+    if style not in STYLES:
         raise ValueError(f"Unknown expert style {style!r} (orchestration.expert_style); choose "
                          f"one of: {', '.join(STYLES)}.")
     if scaffold != "bash":
-        raise ValueError(f"orchestration.expert_style=explore writes bash commands, but "
+        raise ValueError(f"orchestration.expert_style={style} writes bash commands, but "
                          f"agent.scaffold is {scaffold!r}; set agent.scaffold=bash or "
                          f"orchestration.expert_style=splice.")
     from agent.exploring import ExploringExpert
-    return ExploringExpert(tokenizer, instances)
+    return ExploringExpert(tokenizer, instances, style=style)
 
 
 def _id(t: Trajectory) -> str:

@@ -1,4 +1,4 @@
-"""The exploring expert (bash scaffold): search, read, edit what was read, test, submit.
+"""The exploring experts (bash scaffold): search, read, edit what was read, test, submit.
 
 The splice expert (`agent.scripted`, variant gold) writes the gold fix as line-number splices
 without ever looking at the code, so a policy trained on it learns the form of an episode but not
@@ -13,6 +13,17 @@ the episode:
 4. `python -m pytest -q -x 2>&1 | tail -3` (one-file fixes only, to stay within 6 turns);
 5. `submit`.
 Each reply starts with one sentence of reasoning naming what it does and why.
+
+The `sed` style is the shortest such episode, for one-line fixes inside a function (the easy
+tier; any other fix falls back to the explore script above):
+1. `grep -n -A 25 "def NAME" FILE`: the function, with line numbers (NAME from the instance's
+   `meta.function`, else the hunk header's `def`);
+2. `sed -i 'Ns/OLD/NEW/' FILE && python -m pytest -q TESTS 2>&1 | tail -3`: substitute on the
+   line just read, then run the instance's test files; its reasoning names the line and the
+   token change first, so the decision is written out before the command that applies it;
+3. `submit`.
+OLD is the smallest run of whole tokens that differs, widened by neighbouring tokens until it
+occurs once in the line.
 
 Simplifications: the script is fixed per instance (it does not read its observations), so an edit
 whose old text is not unique in the file, or a fix needing more turns than the limit, ends
@@ -162,14 +173,104 @@ def explore_script(instance: Instance) -> list[tuple[str, str]]:
     return steps
 
 
-class ExploringExpert(ScriptedPolicy):
-    """A `ScriptedPolicy` whose replies follow `explore_script` (reasoning, then the command)."""
+_TOKEN = re.compile(r"\w+|\s+|[^\w\s]+")
+READ_LINES = 25
+"""Lines after `def` that the sed style prints (grep -A)."""
 
-    def __init__(self, tokenizer, instances: list[Instance], policy_version: int = 0):
+
+def substitution(old: str, new: str) -> tuple[str, str]:
+    """(pattern, replacement) of whole tokens that turn line `old` into `new`, the pattern
+    occurring exactly once in `old`: the differing tokens, widened by one word or operator at a
+    time (to the left first, then to the right) until they do."""
+    a, b = _TOKEN.findall(old), _TOKEN.findall(new)
+    head = 0
+    while head < min(len(a), len(b)) and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(a), len(b)) - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    lo, hi = head, tail                                    # a[lo:len(a)-hi] <-> b[lo:len(b)-hi]
+    span = lambda tokens: "".join(tokens[lo:len(tokens) - hi])  # noqa: E731
+    left = True
+    while (not span(a).strip() or old.count(span(a)) != 1) and (lo > 0 or hi > 0):
+        if left and lo > 0:
+            lo = _widen(a, lo, -1)
+        elif hi > 0:
+            hi = len(a) - _widen(a, len(a) - hi, +1)
+        else:
+            lo = _widen(a, lo, -1)
+        left = not left
+    return span(a), span(b)
+
+
+def _widen(tokens: list[str], edge: int, step: int) -> int:
+    """Move a span edge past whitespace and one more token (step -1: left edge, +1: right)."""
+    if step < 0:
+        edge -= 1
+        while edge > 0 and not tokens[edge].strip():
+            edge -= 1
+        return edge
+    while edge < len(tokens) and not tokens[edge].strip():
+        edge += 1
+    return min(len(tokens), edge + 1)
+
+
+def sed_escape(text: str, replacement: bool = False) -> str:
+    """`text` as a literal in a sed `s|...|...|` pattern (BRE) or replacement."""
+    special = "\\&|" if replacement else "\\.*[]^$|"
+    return "".join("\\" + c if c in special else c for c in text)
+
+
+def one_line_fix(instance: Instance) -> tuple[str, int, str, str, str] | None:
+    """(file, line, old line, new line, function) of a gold patch that changes one line of one
+    function, else None."""
+    files = parse_diff(instance.patch)
+    if len(files) != 1 or len(files[0].hunks) != 1 or files[0].new_file or files[0].deleted:
+        return None
+    hunk = files[0].hunks[0]
+    removed = [i for i, line in enumerate(hunk.old) if i >= len(hunk.new) or hunk.new[i] != line]
+    if len(hunk.old) != len(hunk.new) or len(removed) != 1:
+        return None
+    row = removed[0]
+    defs = [re.match(r"\s*def\s+(\w+)", line) for line in [hunk.header, *hunk.old[:row]]]
+    found = [d.group(1) for d in defs if d]
+    function = instance.meta().get("function") or (found[-1] if found else "")
+    if not function:
+        return None
+    return files[0].path, hunk.old_start + row, hunk.old[row], hunk.new[row], function
+
+
+def sed_script(instance: Instance) -> list[tuple[str, str]]:
+    """(reasoning, command) per turn for a one-line fix; `explore_script` for anything else."""
+    fix = one_line_fix(instance)
+    if fix is None:
+        return explore_script(instance)
+    path, line, old, new, function = fix
+    pattern, replacement = substitution(old, new)
+    tests = " ".join(instance.test_files()) or "tests"
+    return [
+        (f"The failing tests exercise `{function}` in {path}. Let me read it.",
+         f'grep -n -A {READ_LINES} "def {function}" {path}'),
+        (f"Line {line} is wrong: `{pattern.strip()}` should be `{replacement.strip()}`.",
+         f"sed -i '{line}s|{sed_escape(pattern)}|{sed_escape(replacement, True)}|' {path} && "
+         f"python -m pytest -q {tests} 2>&1 | tail -3"),
+        ("The tests pass now, so I submit the fix.", "submit")]
+
+
+SCRIPTS = {"explore": explore_script, "sed": sed_script}
+
+
+class ExploringExpert(ScriptedPolicy):
+    """A `ScriptedPolicy` whose replies follow an exploring script (reasoning, then the command):
+    `style` explore or sed."""
+
+    def __init__(self, tokenizer, instances: list[Instance], policy_version: int = 0,
+                 style: str = "explore"):
         super().__init__(tokenizer, instances, variant="gold", scaffold="bash",
                          policy_version=policy_version)
+        self.script_of = SCRIPTS[style]
 
     def reply(self, prompt: str, seed: int | None = None) -> str:
-        steps = explore_script(self._instance(prompt))
+        steps = self.script_of(self._instance(prompt))
         thought, command = steps[min(self.turn(prompt), len(steps) - 1)]
         return f"{thought}\n```bash\n{command}\n```"

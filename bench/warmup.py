@@ -43,7 +43,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--stages", default="base,sft,rft", help="comma list of base, sft, rft")
     p.add_argument("--seeds", default="0", help="comma list of seeds (sampling and trainer)")
     p.add_argument("--sft-lr", type=float, default=None, help="warm-up LR (default trainer.rft_lr)")
-    p.add_argument("--sft-epochs", type=int, default=None, help="warm-up epochs (default trainer.epochs)")
+    p.add_argument("--sft-epochs", type=int, default=None, help="warm-up epochs (default trainer.rft_epochs)")
     p.add_argument("--expert-samples", type=int, default=1, help="expert episodes per train instance")
     p.add_argument("--train-eval", action="store_true", help="also evaluate on the train split")
     p.add_argument("--tiers", default="", help="restrict train and test to these difficulties")
@@ -113,13 +113,15 @@ def warm_up(model_dir, train, cfg, store, args, seed: int, out: Path):
 
     began = time.monotonic()
     trajs = expert_trajectories(train, model_dir, cfg.agent, cfg.sandbox, store,
-                                samples=args.expert_samples, workers=cfg.orchestration.max_workers)
+                                samples=args.expert_samples, workers=cfg.orchestration.max_workers,
+                                style=cfg.orchestration.expert_style)
     episodes = expert_episodes(trajs)
     tokens = sum(len(e.token_ids) for e in episodes)
     actions = sum(e.num_actions for e in episodes)
     t = dataclasses.replace(cfg.trainer, seed=seed,
                             rft_lr=args.sft_lr if args.sft_lr is not None else cfg.trainer.rft_lr,
-                            epochs=args.sft_epochs if args.sft_epochs is not None else cfg.trainer.epochs)
+                            rft_epochs=args.sft_epochs if args.sft_epochs is not None
+                            else cfg.trainer.rft_epochs)
     collect_min = (time.monotonic() - began) / 60
     result = run_rft(Path(model_dir), episodes, dataclasses.replace(cfg, trainer=t), out / "sft",
                      on_step=lambda k: print(f"  sft step {k} at {(time.monotonic() - began) / 60:.1f} min",
@@ -127,7 +129,7 @@ def warm_up(model_dir, train, cfg, store, args, seed: int, out: Path):
     minutes = (time.monotonic() - began) / 60
     losses = [round(r["loss"], 3) for r in result.metrics]
     print(f"  warm-up: {len(episodes)} expert episodes, {tokens} tokens ({actions} action), "
-          f"collect {collect_min:.1f} min, total {minutes:.1f} min, lr {t.rft_lr}, epochs {t.epochs}, "
+          f"collect {collect_min:.1f} min, total {minutes:.1f} min, lr {t.rft_lr}, epochs {t.rft_epochs}, "
           f"{len(losses)} steps, loss {losses[:2]} .. {losses[-2:]}", flush=True)
     return result.checkpoint
 
@@ -145,7 +147,7 @@ def rft_pass(model_dir, train_run, cfg, seed: int, out: Path):
     episodes = episodes_from_rows(rollouts, rewards)
     chosen = sum(e.resolved for e in episodes)
     began = time.monotonic()
-    t = dataclasses.replace(cfg.trainer, seed=seed, epochs=1)
+    t = dataclasses.replace(cfg.trainer, seed=seed, rft_epochs=1)
     result = run_rft(Path(model_dir), episodes, dataclasses.replace(cfg, trainer=t), out / "rft")
     print(f"  rft: {chosen} resolved of {len(episodes)} train episodes, "
           f"{(time.monotonic() - began) / 60:.1f} min", flush=True)

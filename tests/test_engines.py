@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 
@@ -140,3 +141,88 @@ def test_hf_engine_satisfies_the_protocol(engine):
 def test_unknown_engine_names_the_choices():
     with pytest.raises(ValueError, match="choose one of: hf, vllm, openai"):
         make_engine(EngineConfig(name="vlm"))
+
+
+# --------------------------------------------------------------------------- the prefix cache
+
+
+def _two_turns(model_dir, prefix_cache_gb: float, stop: tuple[int, ...] = ()):
+    """Turn 1 on three prompts, then turn 2 on prompt + reply + an observation, each call with a
+    fixed sampling seed (the tiny model's greedy reply repeats one token)."""
+    eng = make_engine(EngineConfig(name="hf", model=str(model_dir), torch_threads=1, max_batch=8,
+                                   prefix_cache_gb=prefix_cache_gb))
+    params = SamplingParams(temperature=1.0, max_new_tokens=16, stop_token_ids=stop, seed=5)
+    first = _prompts(eng.tokenizer)
+    replies = eng.generate(first, params)
+    second = [p + r.token_ids + [40, 41, 42] for p, r in zip(first, replies)]
+    return eng, first, replies, eng.generate(second, dataclasses.replace(params, seed=6))
+
+
+def test_prefix_cache_runs_only_new_tokens_and_samples_what_a_full_prefill_samples(tiny):
+    """Turn 2 continues each row from its turn-1 cache (prompt + the 15 reply tokens fed back;
+    the 16th was sampled last, never fed) and samples the same tokens as without the cache."""
+    plain = _two_turns(tiny, 0.0)
+    eng, first, replies, second = _two_turns(tiny, 1.0)
+    assert eng.prefix_cache.hits == 3 and eng.prefix_cache.misses == 3    # turn 1 found nothing
+    fed = [min(len(r.token_ids), 15) for r in replies]
+    assert eng.prefix_cache.reused_tokens == sum(len(p) + n for p, n in zip(first, fed))
+    for cached, full in zip(second, plain[3]):
+        assert cached.token_ids == full.token_ids
+        assert max(abs(a - b) for a, b in zip(cached.logprobs, full.logprobs)) < LOGPROB_ATOL
+
+
+def test_prefix_cache_keeps_only_what_a_row_really_fed(tiny):
+    """Rows that stop early keep stepping on padding; their cache entry ends at their stop
+    token. A stop id from row 0's reply (its first occurrence there at index k >= 1)
+    makes the rows end at different steps."""
+    _, _, replies, _ = _two_turns(tiny, 0.0)
+    row0 = replies[0].token_ids
+    for k in (k for k in range(1, len(row0)) if row0[k] not in row0[:k]):
+        plain = _two_turns(tiny, 0.0, (row0[k],))
+        if len({len(r.token_ids) for r in plain[2]}) > 1:
+            break
+    else:
+        pytest.fail("no stop id from row 0's reply makes the rows end at different steps")
+    eng, first, cut, second = _two_turns(tiny, 1.0, (row0[k],))
+    assert cut[0].finish_reason == "stop" and len(cut[0].token_ids) == k + 1
+    assert eng.prefix_cache.hits == 3
+    for cached, full in zip(second, plain[3]):
+        assert cached.token_ids == full.token_ids
+
+
+def test_new_weights_empty_the_prefix_cache(tiny):
+    eng, *_ = _two_turns(tiny, 1.0)
+    assert len(eng.prefix_cache) == 3
+    eng.load_weights(str(tiny))
+    assert len(eng.prefix_cache) == 0
+
+
+def test_prefix_cache_takes_the_longest_proper_prefix_and_keeps_to_its_budget():
+    from agent.engines.kvcache import PrefixCache
+    kv = lambda n: [(torch.zeros(1, 1, n, 2), torch.zeros(1, 1, n, 2))]  # noqa: E731  16 n bytes
+    cache = PrefixCache(budget_bytes=16 * 10)                # room for 10 cached tokens
+    cache.put([1, 2], kv(2))
+    cache.put([1, 2, 3], kv(3))
+    assert cache.bytes == 16 * 5
+    n, got = cache.take([1, 2, 3, 4])                        # the longest proper prefix: [1, 2, 3]
+    assert n == 3 and got[0][0].shape[2] == 3 and cache.bytes == 16 * 2
+    assert cache.take([1, 2]) == (0, None)                   # nothing is left to run after [1, 2]
+    cache.put([7] * 9, kv(9))                                # 2 + 9 tokens > 10: [1, 2] goes
+    assert len(cache) == 1 and cache.bytes == 16 * 9
+    assert cache.take([5, 6]) == (0, None) and cache.misses == 2 and cache.hits == 1
+
+
+def test_growing_layers_hold_what_concatenation_would():
+    """Appends of 5, 1, 1 and 200 positions (the last past the first capacity, max(2*5, 5+64) =
+    69) read back exactly as the concatenated tensors, the cache's length included."""
+    from transformers import Qwen2Config
+
+    from agent.engines.kvcache import GrowingLayer, growing_cache
+    cache = growing_cache(Qwen2Config(num_hidden_layers=2, num_attention_heads=2,
+                                      num_key_value_heads=1, hidden_size=8))
+    assert all(isinstance(layer, GrowingLayer) for layer in cache.layers)
+    parts = [torch.randn(2, 1, n, 4) for n in (5, 1, 1, 200)]
+    for part in parts:
+        keys, values = cache.update(part, -part, 1)
+    assert torch.equal(keys, torch.cat(parts, dim=2)) and torch.equal(values, -keys)
+    assert cache.get_seq_length(1) == 207 and cache.layers[1]._kbuf.shape[2] == 2 * 207

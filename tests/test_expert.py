@@ -1,9 +1,10 @@
 """Expert trajectories for the warm-up: gold fixes replayed through the real loop, train split only.
 
-Every train instance must give a resolved, submitted expert episode in the tiny model's own tokens
-whose loss mask is 1 exactly on the replies (the action tokens): never on the system prompt, the
-issue or an observation. The test split must be refused before anything runs, because an expert
-episode on an evaluation instance would teach the policy that instance's answer.
+Every hand-written train instance and a sample of the generated ones (`builtin_sample`) must give a
+resolved, submitted expert episode in the tiny model's own tokens whose loss mask is 1 exactly on
+the replies (the action tokens): never on the system prompt, the issue or an observation. The test
+split must be refused before anything runs, because an expert episode on an evaluation instance
+would teach the policy that instance's answer.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ WORKERS = 4
 
 @pytest.fixture(scope="module")
 def builtin_train():
-    from swe_rlvr.builtin import load_builtin
+    from builtin_support import builtin_sample
     try:
-        return load_builtin("train")
+        return builtin_sample("train")
     except FileNotFoundError as exc:
         pytest.skip(f"built-in instances not generated yet: {exc}")
 

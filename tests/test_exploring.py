@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from agent.exploring import changed_block, code_names, explore_script, parse_diff, search_term
+from agent.exploring import (changed_block, code_names, explore_script, one_line_fix, parse_diff,
+                             search_term, sed_escape, sed_script, substitution)
 from swe_rlvr.config import AgentConfig, SandboxConfig
 
 PATCH = """diff --git a/pkg/mod.py b/pkg/mod.py
@@ -51,10 +52,73 @@ def test_search_term_prefers_a_code_name_that_the_fix_touches():
 
 
 class _Issue:
-    """The two fields of an Instance that the script reads."""
+    """The fields of an Instance that the scripts read."""
 
-    def __init__(self, text: str, patch: str = PATCH):
-        self.problem_statement, self.patch = text, patch
+    def __init__(self, text: str, patch: str = PATCH, meta: dict | None = None,
+                 tests: tuple[str, ...] = ("tests/test_mod.py",)):
+        self.problem_statement, self.patch, self._meta, self._tests = text, patch, meta or {}, tests
+
+    def meta(self) -> dict:
+        return self._meta
+
+    def test_files(self) -> tuple[str, ...]:
+        return self._tests
+
+
+ONE_LINE = """diff --git a/pkg/mod.py b/pkg/mod.py
+--- a/pkg/mod.py
++++ b/pkg/mod.py
+@@ -20,3 +20,3 @@ class Range:
+     def contains(self, x):
+-        return self.lo <= x <= self.hi
++        return self.lo <= x < self.hi
+ 
+"""
+
+
+@pytest.mark.parametrize("old, new, pattern, replacement", [
+    ("    return a - b", "    return a + b", "-", "+"),                 # one operator token
+    ("    if n <= 0:", "    if n < 0:", "<=", "<"),
+    ("    return True", "    return False", "True", "False"),
+    ("    if not ok:", "    if ok:", "not ", ""),                      # a dropped `not`
+    # "1" alone occurs three times in the line; widened left to "+ 1", which occurs once
+    ("    x = f(1) + 1  # 1", "    x = f(1) + 2  # 1", "+ 1", "+ 2"),
+    # "1" twice; left "+ 1" still twice ("(1 + 1" and ", 1 + 1"): then right, "+ 1)"
+    ("    g(1 + 1, 1 + 1)", "    g(1 + 1, 1 + 2)", "+ 1)", "+ 2)"),
+    # the differing "<=" occurs twice: widened to "x <=", which occurs once
+    ("        return self.lo <= x <= self.hi", "        return self.lo <= x < self.hi",
+     "x <=", "x <"),
+])
+def test_substitution_is_the_smallest_unique_run_of_tokens(old, new, pattern, replacement):
+    assert substitution(old, new) == (pattern, replacement)
+    assert old.count(pattern) == 1 and old.replace(pattern, replacement) == new
+
+
+def test_sed_escape_quotes_what_sed_would_read_as_syntax():
+    assert sed_escape("x * 2") == "x \\* 2" and sed_escape("a[0].b") == "a\\[0\\]\\.b"
+    assert sed_escape("a|b") == "a\\|b"                              # the s||| delimiter
+    assert sed_escape("x & y", replacement=True) == "x \\& y"        # & is the match in sed
+    assert sed_escape("x * y", replacement=True) == "x * y"            # literal in a replacement
+
+
+def test_sed_script_reads_the_function_then_substitutes_on_its_line():
+    issue = _Issue("`Range.contains()` is wrong", ONE_LINE)
+    # the changed line is the hunk's second old line: 20 + 1
+    assert one_line_fix(issue) == ("pkg/mod.py", 21, "        return self.lo <= x <= self.hi",
+                                   "        return self.lo <= x < self.hi", "contains")
+    (t1, c1), (t2, c2), (_, c3) = sed_script(issue)
+    assert c1 == 'grep -n -A 25 "def contains" pkg/mod.py'
+    assert t2 == "Line 21 is wrong: `x <=` should be `x <`."
+    assert c2 == ("sed -i '21s|x <=|x <|' pkg/mod.py && "
+                  "python -m pytest -q tests/test_mod.py 2>&1 | tail -3")
+    assert c3 == "submit"
+    meta = _Issue("it is wrong", ONE_LINE.replace("@@ class Range:", "@@"), {"function": "contains"})
+    assert sed_script(meta)[0][1] == 'grep -n -A 25 "def contains" pkg/mod.py'
+
+
+def test_sed_script_falls_back_to_explore_for_other_fixes():
+    issue = _Issue("`scale()` is off", PATCH)                           # two lines for one
+    assert one_line_fix(issue) is None and sed_script(issue) == explore_script(issue)
 
 
 def test_script_reads_before_it_edits_and_tests_before_it_submits():
@@ -70,7 +134,7 @@ def test_explore_refuses_the_swe_agent_scaffold():
     from agent.expert import make_expert
     with pytest.raises(ValueError, match="agent.scaffold=bash or orchestration.expert_style=splice"):
         make_expert("explore", None, [], "swe-agent")
-    with pytest.raises(ValueError, match="choose one of: splice, explore"):
+    with pytest.raises(ValueError, match="choose one of: splice, explore, sed"):
         make_expert("teacher", None, [], "bash")
 
 

@@ -6,6 +6,13 @@ the model forward with a KV cache over a left-padded batch and, at each step, co
 what the trainer recomputes: logp = log_softmax(logits.float() / T), samples from exp(logp), and
 keeps logp of the sampled id. No other logits processor exists here, so none can switch on.
 
+With `engine.prefix_cache_gb` > 0 (the default), each row's KV cache is kept after a generation
+(`agent.engines.kvcache`), so an episode's next turn runs only its new tokens (the reply's
+last token and the observation) instead of its whole context: each row is prefilled alone from its
+cached prefix, then the rows are left-padded into one batch for decoding. Only the last position's
+logits are computed in a prefill, and the KV cache grows in place while decoding (transformers'
+DynamicCache would copy all of it at every token). New weights (`load_weights`) empty the cache.
+
 Simplifications: one sampling generator per `generate` call (a batch's samples depend on the batch
 composition, not only on the seed); every sequence in a batch shares `max_new_tokens`; finished
 rows keep stepping (their outputs are discarded) until the whole batch is done.
@@ -20,6 +27,7 @@ from typing import Any
 import torch
 
 from agent.engines.base import UNFILTERED, Sample, SamplingParams, eos_ids
+from agent.engines.kvcache import PrefixCache, growing_cache, left_pad_rows, row_slice
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +50,7 @@ class HFEngine:
         self.policy_version = 0
         self._temperature = cfg.temperature
         self._calls = 0
+        self.prefix_cache: PrefixCache | None = None
         self._load(cfg.model)
 
     # ------------------------------------------------------------------ Engine protocol
@@ -78,6 +87,8 @@ class HFEngine:
         self.eos_ids = eos_ids(model.generation_config, self.tokenizer)
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else (self.eos_ids[0] if self.eos_ids else 0)
+        budget = int(self.cfg.prefix_cache_gb * 2 ** 30)
+        self.prefix_cache = PrefixCache(budget) if budget > 0 else None   # new weights: empty
 
     @torch.inference_mode()
     def _generate_batch(self, prompts: list[list[int]], params: SamplingParams, stops: set[int],
@@ -85,29 +96,76 @@ class HFEngine:
         if any(len(p) == 0 for p in prompts):
             raise ValueError("hf engine: an empty prompt has nothing to condition on; "
                              "start it with at least one token (e.g. the chat template's).")
+        if self.prefix_cache is None:
+            cache, mask, logits = self._prefill_padded(prompts)
+        else:
+            cache, mask, logits = self._prefill_cached(prompts)
+        tokens, logps, cache = self._decode(cache, mask, logits, params, stops, generator)
+        samples = _to_samples(tokens, logps, stops)
+        if self.prefix_cache is not None:
+            self._store(prompts, samples, cache, mask, steps=len(tokens))
+        return samples
+
+    def _prefill_padded(self, prompts: list[list[int]]):
+        """One forward over the left-padded prompts: (cache, mask (B, L), last logits (B, V))."""
         ids, mask = _left_pad(prompts, self.pad_id, self.device)      # (B, L), (B, L)
-        batch = ids.shape[0]
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)                 # (B, L)
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                         past_key_values=growing_cache(self.model.config), use_cache=True,
+                         logits_to_keep=1)
+        return out.past_key_values, mask, out.logits[:, -1, :]
+
+    def _prefill_cached(self, prompts: list[list[int]]):
+        """Each row's new tokens after its cached prefix, alone; then the rows left-padded into
+        one batch cache: (cache, mask (B, L), last logits (B, V))."""
+        rows, logits = [], []
+        for prompt in prompts:
+            n, kv = self.prefix_cache.take(prompt)
+            past = growing_cache(self.model.config, kv or [])
+            out = self.model(input_ids=torch.tensor([prompt[n:]], device=self.device),
+                             position_ids=torch.arange(n, len(prompt), device=self.device)[None],
+                             past_key_values=past, use_cache=True, logits_to_keep=1)
+            logits.append(out.logits[0, -1])                                          # (V,)
+            rows.append([(layer.keys, layer.values) for layer in out.past_key_values.layers])
+        batch, pads = left_pad_rows(rows)
+        mask = torch.ones(len(prompts), batch[0][0].shape[2], dtype=torch.long, device=self.device)
+        for row, pad in enumerate(pads):
+            mask[row, :pad] = 0                                                       # (B, L)
+        return growing_cache(self.model.config, batch), mask, torch.stack(logits)
+
+    def _decode(self, cache, mask, logits, params: SamplingParams, stops: set[int],
+                generator: torch.Generator):
+        """Sample from `logits`, feed each token back, until every row stopped or the limit."""
         stop_ids = torch.tensor(sorted(stops), device=self.device, dtype=torch.long)
-        done = torch.zeros(batch, dtype=torch.bool, device=self.device)  # (B,)
+        done = torch.zeros(logits.shape[0], dtype=torch.bool, device=self.device)  # (B,)
         tokens: list[torch.Tensor] = []
         logps: list[torch.Tensor] = []
-        cache = None
-        step_ids = ids
-        for _ in range(params.max_new_tokens):
-            positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, -step_ids.shape[1]:]  # (B, l)
-            out = self.model(input_ids=step_ids, attention_mask=mask, position_ids=positions,
-                             past_key_values=cache, use_cache=True)
-            cache = out.past_key_values
-            token, logp = _sample(out.logits[:, -1, :], params.temperature, generator)  # (B,), (B,)
+        for step in range(params.max_new_tokens):
+            token, logp = _sample(logits, params.temperature, generator)              # (B,), (B,)
             token = torch.where(done, torch.full_like(token, self.pad_id), token)
             tokens.append(token)
             logps.append(logp)
             done |= torch.isin(token, stop_ids) & ~done
-            if bool(done.all()):
+            if bool(done.all()) or step == params.max_new_tokens - 1:
                 break
-            step_ids = token[:, None]                                                 # (B, 1)
             mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)             # (B, L+t)
-        return _to_samples(tokens, logps, stops)
+            out = self.model(input_ids=token[:, None], attention_mask=mask,
+                             position_ids=mask.sum(-1, keepdim=True) - 1,
+                             past_key_values=cache, use_cache=True)
+            cache, logits = out.past_key_values, out.logits[:, -1, :]
+        return tokens, logps, cache
+
+    def _store(self, prompts: list[list[int]], samples: list[Sample], cache, mask,
+               steps: int) -> None:
+        """Keep each row's KV cache for its next turn: the prompt and the sampled tokens that were
+        fed back (all but the last step's), without padding and without tokens after its stop."""
+        batch = [(layer.keys, layer.values) for layer in cache.layers]  # (B, H_kv, L + steps-1, D)
+        width = mask.shape[1]                                                         # L
+        pads = (width - mask.sum(-1)).tolist()                                        # (B,)
+        for row, (prompt, sample) in enumerate(zip(prompts, samples)):
+            fed = min(len(sample.token_ids), steps - 1)
+            self.prefix_cache.put(list(prompt) + sample.token_ids[:fed],
+                                  row_slice(batch, row, pads[row], width + fed))
 
 
 def _sample(logits: torch.Tensor, temperature: float,

@@ -1,0 +1,138 @@
+"""KV caches of the `hf` engine: one that grows in place, and a prefix cache across turns.
+
+`growing_cache` is transformers' DynamicCache with layers that append into preallocated buffers
+(capacity doubling) instead of concatenating: a DynamicLayer copies its whole cache at every
+decoding step, which for a batch of long multi-turn contexts moves gigabytes per token on a CPU.
+
+The prefix cache carries each episode's KV cache from one turn to the next.
+
+An episode's prompt at turn t+1 is, token for token, its prompt at turn t, the reply sampled there
+and the new observation (the agent's token-in/token-out property). Running the model over the
+whole context at every turn costs a prefill of all of it; with this cache only the new tokens run.
+After a generation, each row's keys and values (prompt and sampled tokens fed back) are stored
+under their token ids; a later prompt that starts with those ids continues from them. An entry
+serves once (its continuation stores a longer one), and the oldest are dropped once the entries
+hold more than `budget_bytes` (`engine.prefix_cache_gb`).
+
+Simplifications: entries are whole per-row tensors (no paging, no sharing of common prefixes
+between episodes); a continuation's logits can differ from a full prefill's by float rounding
+(another reduction order), so a sampled token can differ at a near-tie.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import OrderedDict
+
+import torch
+import torch.nn.functional as F
+from transformers.cache_utils import DynamicCache, DynamicLayer
+
+RowKV = list[tuple[torch.Tensor, torch.Tensor]]
+"""Per decoder layer, (keys, values) of one sequence, each (1, H_kv, L, D)."""
+
+
+class PrefixCache:
+    """Stored per-row KV caches keyed by the token ids they cover; thread-safe."""
+
+    def __init__(self, budget_bytes: int) -> None:
+        self.budget_bytes = budget_bytes
+        self._entries: OrderedDict[int, tuple[tuple[int, ...], RowKV]] = OrderedDict()
+        self._keys = itertools.count()
+        self._lock = threading.Lock()
+        self.bytes = 0
+        self.hits = self.misses = self.reused_tokens = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def take(self, prompt: list[int]) -> tuple[int, RowKV | None]:
+        """Remove and return (n, kv) of the longest entry whose ids are a proper prefix of
+        `prompt` (at least one token must be left to run); (0, None) when none is."""
+        with self._lock:
+            best_key, best_n = None, 0
+            for key, (ids, _) in self._entries.items():
+                n = len(ids)
+                if best_n < n < len(prompt) and tuple(prompt[:n]) == ids:
+                    best_key, best_n = key, n
+            if best_key is None:
+                self.misses += 1
+                return 0, None
+            _, kv = self._entries.pop(best_key)
+            self.bytes -= nbytes(kv)
+            self.hits += 1
+            self.reused_tokens += best_n
+            return best_n, kv
+
+    def put(self, ids: list[int], kv: RowKV) -> None:
+        """Store `kv` (covering exactly `ids`), dropping the oldest entries beyond the budget."""
+        with self._lock:
+            self._entries[next(self._keys)] = (tuple(ids), kv)
+            self.bytes += nbytes(kv)
+            while self.bytes > self.budget_bytes and self._entries:
+                _, (_, old) = self._entries.popitem(last=False)
+                self.bytes -= nbytes(old)
+
+
+def nbytes(kv: RowKV) -> int:
+    return sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in kv)
+
+
+def left_pad_rows(rows: list[RowKV]) -> tuple[RowKV, list[int]]:
+    """Per-row caches of lengths L_i -> one batch cache (B, H_kv, max L, D) per layer, each row
+    left-padded with zeros, and the pad width of every row."""
+    lengths = [row[0][0].shape[2] for row in rows]
+    width = max(lengths)
+    pads = [width - n for n in lengths]
+    batch = []
+    for layer in range(len(rows[0])):
+        keys = torch.cat([F.pad(row[layer][0], (0, 0, pad, 0)) for row, pad in zip(rows, pads)])
+        values = torch.cat([F.pad(row[layer][1], (0, 0, pad, 0)) for row, pad in zip(rows, pads)])
+        batch.append((keys, values))                               # (B, H_kv, width, D) each
+    return batch, pads
+
+
+def row_slice(batch: RowKV, row: int, start: int, stop: int) -> RowKV:
+    """Row `row`'s positions [start, stop) of a batch cache, copied (a view would keep the whole
+    batch's memory alive while the entry waits in the cache)."""
+    return [(k[row:row + 1, :, start:stop].clone(), v[row:row + 1, :, start:stop].clone())
+            for k, v in batch]
+
+
+class GrowingLayer(DynamicLayer):
+    """A DynamicLayer whose `update` writes into buffers with spare room (amortised O(new))."""
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+            self._used, self._kbuf, self._vbuf = 0, None, None
+        end = self._used + key_states.shape[-2]
+        if self._kbuf is None or end > self._kbuf.shape[-2]:
+            capacity = max(2 * end, end + 64)
+            self._kbuf, self._vbuf = (_regrow(buf, new, self._used, capacity) for buf, new in
+                                      ((self._kbuf, key_states), (self._vbuf, value_states)))
+        self._kbuf[:, :, self._used:end] = key_states                 # (B, H_kv, n, D)
+        self._vbuf[:, :, self._used:end] = value_states
+        self._used = end
+        self.keys, self.values = self._kbuf[:, :, :end], self._vbuf[:, :, :end]
+        return self.keys, self.values
+
+
+def _regrow(buf: torch.Tensor | None, like: torch.Tensor, used: int, capacity: int) -> torch.Tensor:
+    """A (B, H_kv, capacity, D) buffer holding the first `used` positions of `buf`."""
+    shape = (*like.shape[:-2], capacity, like.shape[-1])
+    out = torch.empty(shape, dtype=like.dtype, device=like.device)
+    if buf is not None and used:
+        out[:, :, :used] = buf[:, :, :used]
+    return out
+
+
+def growing_cache(config, layers: RowKV = ()) -> DynamicCache:
+    """A DynamicCache for `config` with growing layers, holding `layers` ((keys, values) each)."""
+    cache = DynamicCache(config=config)
+    if all(type(layer) is DynamicLayer for layer in cache.layers):   # not sliding-window layers
+        cache.layers = [GrowingLayer() for _ in cache.layers]
+    for index, (keys, values) in enumerate(layers):
+        cache.update(keys, values, index)
+    return cache
