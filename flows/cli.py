@@ -49,8 +49,8 @@ def _with_config(cmd: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return cmd
 
 
-TABLE_KEYS = ("pass1", "pass1_sem", "train_resolve_rate", "format_error_rate", "submit_rate",
-              "mean_turns", "guided_recovery_rate", "reward_mean", "loss")
+TABLE_KEYS = ("pass1", "pass1_sem", "eval_format_error_rate", "eval_submit_rate",
+              "eval_mean_turns", "train_resolve_rate", "guided_recovery_rate", "reward_mean", "loss")
 
 
 def _print(result, as_json: bool = False) -> int:
@@ -61,21 +61,23 @@ def _print(result, as_json: bool = False) -> int:
                           "pass1": result.pass1,
                           "metrics": {str(k): v for k, v in result.metrics.items()}}, indent=1))
         return 0
-    print(summary_table(result.metrics))
+    print(summary_table(result.metrics, result.base))
     print(f"\npolicy:        {result.policy_dir}\nrun directory: {result.run_dir}")
     print(f"MLflow run:    {result.mlflow_run_id}  (open: mlflow ui --backend-store-uri "
           f"{result.tracking_uri})")
     return 0
 
 
-def summary_table(metrics: dict[int, dict[str, float]]) -> str:
-    """A fixed-width table: one row per step (policy version), the columns that step logged."""
-    keys = [k for k in TABLE_KEYS if any(k in m for m in metrics.values())]
-    if not metrics or not keys:
+def summary_table(metrics: dict[int, dict[str, float]], base: dict[str, float] | None = None
+                  ) -> str:
+    """A fixed-width table: one row per step (policy version), the columns that step logged; a
+    `base` row first when the model was also evaluated before its warm-ups."""
+    ordered = ([("base", base)] if base else []) + [(str(s), m) for s, m in sorted(metrics.items())]
+    keys = [k for k in TABLE_KEYS if any(k in m for _, m in ordered)]
+    if not ordered or not keys:
         return "no metrics were logged"
     rows = [["step", *keys]]
-    rows += [[str(step), *(f"{m[k]:.3f}" if k in m else "-" for k in keys)]
-             for step, m in sorted(metrics.items())]
+    rows += [[step, *(f"{m[k]:.3f}" if k in m else "-" for k in keys)] for step, m in ordered]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows)
 

@@ -20,7 +20,7 @@ def rl_iteration(cfg: Config, run_dir: str, iteration: int, policy_dir: str) -> 
     """rollout -> validate -> guidance -> guided rollout -> validate -> reward -> update, and
     beside the update the best-of-k verifier (a no-op unless eval.best_of_k > 0)."""
     s = stages(cfg, run_dir)
-    insts = s.instances.submit(run_dir, iteration, cfg, cfg.instances.train_split)
+    insts = s.instances.submit(run_dir, iteration, cfg, cfg.instances.train_split, part="rl")
     rolls = s.rollout.submit(run_dir, iteration, insts, policy_dir, cfg)
     grades = s.validate.submit(run_dir, iteration, rolls, insts, cfg)
     hints = s.guidance.submit(run_dir, iteration, grades, rolls, insts, cfg)
@@ -55,7 +55,7 @@ def rft_warmup(cfg: Config, run_dir: str, policy_dir: str) -> str:
     """Nebius's RFT: sample, grade, and fine-tune on the policy's own successes (`<run>/rft`)."""
     rft_dir = join(run_dir, "rft")
     s = stages(cfg, rft_dir)
-    insts = s.instances.submit(rft_dir, 0, cfg, cfg.instances.train_split)
+    insts = s.instances.submit(rft_dir, 0, cfg, cfg.instances.train_split, part="rl")
     rolls = s.rollout.submit(rft_dir, 0, insts, policy_dir, cfg)
     grades = s.validate.submit(rft_dir, 0, rolls, insts, cfg)
     rewards = s.reward.submit(rft_dir, 0, [rolls], [grades], cfg)

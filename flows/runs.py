@@ -45,6 +45,8 @@ class RunResult:
     """Step (policy version) -> the metrics logged to MLflow at that step."""
     checkpoints: list[str] = field(default_factory=list)
     """Policy k+1 of each iteration k, in order."""
+    base: dict[str, float] = field(default_factory=dict)
+    """The metrics of engine.model evaluated before the warm-ups (orchestration.eval_base)."""
 
     @property
     def run_name(self) -> str:

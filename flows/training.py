@@ -19,6 +19,7 @@ from flows.runs import RunResult, run_directory
 from flows.warmup import expert_warmup
 from swe_rlvr.config import Config, load_config
 from tasks.report import summarize, track_step, tracked_run
+from tasks.store import join
 from tasks.tracking import tracking_uri
 from tasks.verifier import verifier_dir
 
@@ -37,7 +38,12 @@ def train_flow(config: str | None = None, overrides: list[str] | None = None) ->
     with tracked_run(cfg, run_dir) as run_id:
         iterate = rl_iteration.with_options(task_runner=runner)
         evaluate = evaluate_policy.with_options(task_runner=runner)
-        policy = cfg.engine.model
+        policy, base = cfg.engine.model, {}
+        if cfg.orchestration.eval_base and (cfg.orchestration.expert_warmup
+                                            or cfg.orchestration.rft_warmup):
+            base_dir = join(run_dir, "base")
+            evaluate(cfg, base_dir, 0, policy)
+            base = track_step(cfg, run_id, base_dir, 0, prefix="base_")
         if cfg.orchestration.expert_warmup:
             policy = expert_warmup.with_options(task_runner=runner)(cfg, run_dir, policy)
         if cfg.orchestration.rft_warmup:
@@ -53,7 +59,7 @@ def train_flow(config: str | None = None, overrides: list[str] | None = None) ->
         evaluate(cfg, run_dir, last, policy, verifier)
         steps[last] = track_step(cfg, run_id, run_dir, last, policy)
         summarize(cfg, run_id, run_dir, steps, "train")
-    return RunResult(run_dir, run_id, tracking_uri(cfg), policy, steps, checkpoints)
+    return RunResult(run_dir, run_id, tracking_uri(cfg), policy, steps, checkpoints, base)
 
 
 @flow(name="rft")

@@ -7,6 +7,8 @@ through the real tools, and the policy is fine-tuned on those episodes (`<run>/w
 
 from __future__ import annotations
 
+import dataclasses
+
 from prefect import flow
 
 from flows.runners import stages
@@ -23,9 +25,12 @@ def expert_warmup(cfg: Config, run_dir: str, policy_dir: str) -> str:
     expert = expert_rollouts.with_options(  # the stage tasks' retries and run-local cache
         retries=s.update.retries, retry_delay_seconds=s.update.retry_delay_seconds,
         cache_policy=s.update.cache_policy, result_storage=s.update.result_storage)
-    # every train instance (or instances.ids): instances.limit sizes RL iterations, and the
-    # expert's replays are cheap next to the SFT on them
-    insts = s.instances.submit(warm_dir, 0, cfg, cfg.instances.train_split, limit=0)
+    # every train instance of the expert's part (orchestration.expert_share): instances.limit
+    # sizes RL iterations, and the expert's replays are cheap next to the SFT on them
+    insts = s.instances.submit(warm_dir, 0, cfg, cfg.instances.train_split, limit=0,
+                               part="expert")
     rolls, rewards = expert.submit(warm_dir, 0, insts, policy_dir, cfg).result()
-    return s.update.submit(warm_dir, 0, policy_dir, [rolls], rewards, [], cfg,
+    sft = dataclasses.replace(cfg, trainer=dataclasses.replace(
+        cfg.trainer, rft_epochs=cfg.orchestration.expert_epochs))     # RFT's SFT, warm-up passes
+    return s.update.submit(warm_dir, 0, policy_dir, [rolls], rewards, [], sft,
                            algorithm="rft").result()

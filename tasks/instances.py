@@ -2,30 +2,64 @@
 
 Iteration k of a training run takes the next `instances.limit` instances of the split (rotating
 through it), so consecutive iterations see different instances and a rerun sees the same ones.
+The split is ordered by a stable hash of the instance id, not by the id itself, so every window
+(and an evaluation's first `eval.limit`) mixes repositories and tiers instead of taking one
+repository's instances first. With `orchestration.expert_share` < 1 the train split has two
+parts: the first share in that order for the expert warm-up (`part="expert"`), the rest for RFT
+and RL (`part="rl"`), so RL never trains on an instance the warm-up demonstrated.
 """
 
 from __future__ import annotations
+
+import hashlib
 
 from swe_rlvr.config import Config
 from tasks import store
 from tasks.stage import artifact, finished, iter_dir, stage_task
 
 
-def select(instances: list, split: str, ids: tuple[str, ...], limit: int, offset: int) -> list:
-    """The split's instances (or just `ids`), sorted by id, then `limit` of them from `offset`."""
+def stable_order(instance_id: str) -> str:
+    """Sort key: sha256 of the id (the same on every machine and run)."""
+    return hashlib.sha256(instance_id.encode()).hexdigest()
+
+
+PARTS = ("all", "expert", "rl")
+
+
+def select(instances: list, split: str, ids: tuple[str, ...], limit: int, offset: int,
+           tiers: tuple[str, ...] = (), part: str = "all", expert_share: float = 1.0) -> list:
+    """The split's instances (or just `ids`; only `tiers` where given) in stable hash order, cut
+    to `part` (`split_parts`), then `limit` of them from window `offset`."""
     chosen = sorted((i for i in instances if not split or i.split == split),
-                    key=lambda i: i.instance_id)
+                    key=lambda i: stable_order(i.instance_id))
     if ids:
         wanted = set(ids)
         chosen = [i for i in chosen if i.instance_id in wanted]
+    if tiers:
+        chosen = [i for i in chosen if i.difficulty in tiers]
     if not chosen:
         raise ValueError(f"No instances of split {split!r} in the configured source"
-                         f"{' with the given ids' if ids else ''}; check instances.source, "
-                         f"instances.train_split / eval.split and instances.ids.")
+                         f"{' with the given ids' if ids else ''}"
+                         f"{f' in tiers {list(tiers)}' if tiers else ''}; check instances.source, "
+                         f"instances.train_split / eval.split, instances.ids and instances.tiers.")
+    chosen = split_parts(chosen, expert_share)[part]
+    if not chosen:
+        raise ValueError(f"orchestration.expert_share={expert_share} leaves no {part!r} instances "
+                         f"of split {split!r}; choose a share strictly between 0 and 1.")
     if not limit or limit >= len(chosen):
         return chosen
     start = (offset * limit) % len(chosen)
     return (chosen + chosen)[start:start + limit]
+
+
+def split_parts(ordered: list, expert_share: float) -> dict[str, list]:
+    """{"all", "expert": the first round(share * n), "rl": the rest} (share 1: both are all)."""
+    if not 0.0 < expert_share <= 1.0:
+        raise ValueError(f"orchestration.expert_share must be in (0, 1], got {expert_share}.")
+    if expert_share == 1.0:
+        return {"all": ordered, "expert": ordered, "rl": ordered}
+    cut = round(expert_share * len(ordered))
+    return {"all": ordered, "expert": ordered[:cut], "rl": ordered[cut:]}
 
 
 def source_path(cfg: Config) -> str:
@@ -35,22 +69,25 @@ def source_path(cfg: Config) -> str:
 
 @stage_task("instances")
 def instances(run_dir: str, iteration: int, cfg: Config, split: str, out: str = "instances",
-              limit: int | None = None, rotate: bool = True) -> str:
+              limit: int | None = None, rotate: bool = True, part: str = "all") -> str:
     """Write the iteration's instances of `split` to `iter_<k>/<out>.parquet`; returns its URL.
 
     `rotate`: iteration k takes the k-th window of `limit` instances (training); otherwise
     always the first `limit` (evaluation, so every step is scored on the same instances).
+    `part`: all, or the expert warm-up's or RL's part of the split (`split_parts`).
     """
     limit = cfg.instances.limit if limit is None else limit
     offset = iteration if rotate else 0
+    share = cfg.orchestration.expert_share if part != "all" else 1.0
     key, done = finished(run_dir, iteration, out, cfg=cfg.instances, split=split, limit=limit,
-                         offset=offset, source_path=source_path(cfg))
+                         offset=offset, source_path=source_path(cfg), part=part, share=share)
     if done:
         return done
     from swe_rlvr.loaders import load_instances
     loaded = load_instances(cfg.instances.source, format=cfg.instances.format,
                             skip_invalid=cfg.instances.skip_invalid)
-    chosen = select(loaded.instances, split, cfg.instances.ids, limit, offset)
+    chosen = select(loaded.instances, split, cfg.instances.ids, limit, offset, cfg.instances.tiers,
+                    part, share)
     url = artifact(run_dir, iteration, f"{out}.parquet")
     with store.stage(iter_dir(run_dir, iteration), out, key) as st:
         sha = store.write_table(url, "instances", [i.to_row() for i in chosen])

@@ -29,10 +29,11 @@ def start_tracking(cfg: Config, run_dir: str) -> str:
 
 
 @task(name="track-step", **_TRACKING)
-def track_step(cfg: Config, run_id: str, run_dir: str, step: int, policy_dir: str = ""
-               ) -> dict[str, float]:
-    """Log step k's metrics, artifacts and (when trained here) policy k's checkpoint."""
-    return tracking.log_step(cfg, run_id, run_dir, step, policy_dir)
+def track_step(cfg: Config, run_id: str, run_dir: str, step: int, policy_dir: str = "",
+               prefix: str = "") -> dict[str, float]:
+    """Log step k's metrics, artifacts and (when trained here) policy k's checkpoint; `prefix`
+    names a side evaluation (`base_`) logged into the same run."""
+    return tracking.log_step(cfg, run_id, run_dir, step, policy_dir, prefix)
 
 
 @task(name="finish-tracking", **_TRACKING)

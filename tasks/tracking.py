@@ -108,6 +108,9 @@ def iteration_metrics(run_dir: str, iteration: int, k: int, best_k: int = 0) -> 
         out.update(metrics.train_summary(rows("train_metrics", "train_metrics")))
     if store.exists(store.join(it, "eval.parquet")):
         out.update(metrics.eval_summary(rows("eval", "eval"), k, best_k))
+        from tasks.ladder import episode_stats
+        out.update({f"eval_{key}": v for key, v in
+                    episode_stats(rows("eval_rollouts", "rollouts")).items()})
     out.update(metrics.stage_times(store.stage_manifests(it)))
     return out
 
@@ -122,13 +125,14 @@ def _recovery(rollouts: list[dict], grades: list[dict], guidance: list[dict]) ->
     return out
 
 
-def log_step(cfg: Config, run_id: str, run_dir: str, step: int, policy_dir: str = ""
-             ) -> dict[str, float]:
+def log_step(cfg: Config, run_id: str, run_dir: str, step: int, policy_dir: str = "",
+             prefix: str = "") -> dict[str, float]:
     """Log `iter_<step>`'s metrics at `step` and its artifacts, once; returns the metrics.
 
     Step k holds the evaluation of policy k and the training of iteration k (policy k -> k+1).
     `policy_dir`, when it is a sealed checkpoint this run trained, is policy k: it is logged and
-    registered with its pass@1.
+    registered with its pass@1. `prefix` names a side evaluation logged into the same run (the
+    `base_` model evaluated before the warm-ups): it prefixes the metric and artifact names.
     """
     marker = store.join(run_dir, "_tracking", f"step_{step}.json")
     done = store.read_json(marker)
@@ -138,9 +142,10 @@ def log_step(cfg: Config, run_id: str, run_dir: str, step: int, policy_dir: str 
     mlc = client(cfg)
     from mlflow.entities import Metric
     now = int(time.time() * 1000)
-    mlc.log_batch(run_id, metrics=[Metric(k, float(v), now, step) for k, v in values.items()])
+    mlc.log_batch(run_id, metrics=[Metric(prefix + k, float(v), now, step)
+                                   for k, v in values.items()])
     if cfg.tracking.log_artifacts:
-        _log_files(mlc, run_id, run_dir, step)
+        _log_files(mlc, run_id, run_dir, step, prefix.rstrip("_"))
         _plot(mlc, run_id)
     registered = {}
     if policy_dir and cfg.tracking.log_checkpoints and store.is_sealed(policy_dir):
@@ -149,12 +154,13 @@ def log_step(cfg: Config, run_id: str, run_dir: str, step: int, policy_dir: str 
     return values
 
 
-def _log_files(mlc: Any, run_id: str, run_dir: str, iteration: int) -> None:
+def _log_files(mlc: Any, run_id: str, run_dir: str, iteration: int, folder: str = "") -> None:
     it = store.join(run_dir, f"iter_{iteration}")
     for name in PARQUETS:
         url = store.join(it, f"{name}.parquet")
         if store.exists(url):
-            mlc.log_artifact(run_id, _local(url), f"iter_{iteration}")
+            mlc.log_artifact(run_id, _local(url), "/".join(filter(None, [folder,
+                                                                          f"iter_{iteration}"])))
 
 
 def _local(url: str) -> str:
@@ -171,12 +177,15 @@ def _plot(mlc: Any, run_id: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    for key, label in (("pass1", "pass@1"), ("reward_mean", "mean reward")):
+    for key, label in (("pass1", "pass@1"), ("reward_mean", "mean reward"),
+                       ("base_pass1", "pass@1 before the warm-ups")):
         hist = sorted(mlc.get_metric_history(run_id, key), key=lambda m: m.step)
         if hist:
-            ax.plot([m.step for m in hist], [m.value for m in hist], marker="o", label=label)
+            ax.plot([m.step for m in hist], [m.value for m in hist], marker="o", label=label,
+                    linestyle="-" if len(hist) > 1 else "none")
     ax.set_xlabel("iteration")
-    ax.legend(loc="best")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="best")
     ax.grid(alpha=0.3)
     fig.tight_layout()
     mlc.log_figure(run_id, fig, PLOT)

@@ -15,6 +15,13 @@ def test_one_row_per_step_and_only_the_logged_columns():
                      "   1  0.250                   -  0.500"]
 
 
+def test_the_base_row_comes_first():
+    lines = summary_table({0: {"pass1": 0.5}}, base={"pass1": 0.0, "eval_submit_rate": 0.25})
+    assert lines.splitlines() == ["step  pass1  eval_submit_rate",
+                                  "base  0.000             0.250",
+                                  "   0  0.500                 -"]
+
+
 def test_no_metrics_says_so():
     assert summary_table({}) == "no metrics were logged"
     assert summary_table({0: {"something_else": 1.0}}) == "no metrics were logged"

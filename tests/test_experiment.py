@@ -139,14 +139,17 @@ def test_expert_task_refuses_test_instances_before_running_anything(tmp_path, ti
 
 # --------------------------------------------------------------------------- the toy ladder
 
-# instances.ids holds 2 train and 2 test ids: each split keeps its own (the warm-up and RL see
-# the train pair, evaluation the test pair), so the toy warm-up replays 2 experts, not all 21.
-TOY_IDS = "[swe-rlvr__iniconf-1, swe-rlvr__ledger-1, swe-rlvr__iniconf-3, swe-rlvr__semverkit-3]"
+# instances.ids holds 4 train and 2 test ids (all easy): each split keeps its own. With
+# configs/ladder.yaml's expert_share 0.5, the first 2 train ids in stable hash order are the
+# warm-up's (its expert replays 2 episodes, not all 53) and the other 2 are what RFT and DAPO
+# sample; evaluation sees the test pair.
+EXPERT_PART = {"swe-rlvr__ledger-m025", "swe-rlvr__texttable-m005"}
+RL_PART = {"swe-rlvr__semverkit-m003", "swe-rlvr__iniconf-m001"}
+TOY_IDS = f"[{', '.join(sorted(EXPERT_PART | RL_PART))}, swe-rlvr__iniconf-3, swe-rlvr__iniconf-m019]"
 TOY = [f"instances.ids={TOY_IDS}", "eval.runs=1", "eval.k=1", "algorithm.group_size=2",
-       "orchestration.iterations=1", "orchestration.max_workers=2", "agent.max_turns=4",
-       "agent.max_new_tokens=256", "agent.max_format_errors=2",   # the splices need <= 239 tokens
-       "trainer.epochs=1", "trainer.sft_batch_size=4", "guidance.attempts=1",
-       "tracking.log_checkpoints=false", "engine.max_batch=4"]
+       "orchestration.iterations=1", "orchestration.max_workers=2", "orchestration.expert_epochs=1",
+       "agent.max_format_errors=2", "trainer.sft_batch_size=4", "trainer.compile=false",
+       "guidance.attempts=1", "tracking.log_checkpoints=false", "engine.max_batch=4"]
 
 
 @pytest.fixture(scope="module")
@@ -180,13 +183,17 @@ def test_report_has_a_row_per_arm_and_the_plot_is_a_png(ladder):
     assert (out / "ladder.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_warm_up_trained_on_train_instances_only(ladder):
+def test_warm_up_and_rl_train_on_their_own_parts_of_the_train_split(ladder):
     from swe_rlvr.builtin import load_builtin
     from tasks import store
     out, _, _ = ladder
     warm = out / "warmup-seed0" / "warmup" / "iter_0"
     seen = {r["instance_id"] for r in store.read_rows(str(warm / "rollouts.parquet"), "rollouts")}
-    assert seen == {"swe-rlvr__iniconf-1", "swe-rlvr__ledger-1"}      # the train pair only
+    assert seen == EXPERT_PART                                         # the expert's part only
+    for rolls in [out / "rft-seed0" / "rft" / "iter_0" / "rollouts.parquet",
+                  out / "dapo-seed0" / "iter_0" / "rollouts.parquet"]:
+        sampled = {r["instance_id"] for r in store.read_rows(str(rolls), "rollouts")}
+        assert sampled == RL_PART, rolls                               # never a demonstrated one
     assert seen <= {i.instance_id for i in load_builtin("train")}
     assert not seen & {i.instance_id for i in load_builtin("test")}
     steps = store.read_rows(str(warm / "train_metrics.parquet"), "train_metrics")

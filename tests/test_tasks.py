@@ -145,6 +145,31 @@ def test_instances_task_rotates_training_windows(tmp_path):
     assert {r["split"] for r in evals} == {"test"}
 
 
+class _Inst:
+    def __init__(self, iid: str, split: str = "train", difficulty: str = "easy"):
+        self.instance_id, self.split, self.difficulty = iid, split, difficulty
+
+
+def test_select_orders_by_a_stable_hash_and_cuts_the_expert_and_rl_parts():
+    from tasks.instances import select, split_parts, stable_order
+    # sha256("a") = ca97..., ("b") = 3e23..., ("c") = 2e7d..., ("d") = 18ac...: order d, c, b, a
+    assert sorted("abcd", key=stable_order) == ["d", "c", "b", "a"]
+    pool = [_Inst(i) for i in "abcd"] + [_Inst("e", split="test"), _Inst("f", difficulty="hard")]
+    ids = lambda xs: [x.instance_id for x in xs]  # noqa: E731
+    # sha256("f") = 252f...: between d (18ac) and c (2e7d)
+    assert ids(select(pool, "train", (), 0, 0)) == ["d", "f", "c", "b", "a"]
+    assert ids(select(pool, "train", (), 0, 0, tiers=("easy",))) == ["d", "c", "b", "a"]
+    # share 0.5 of 4: round(2.0) = 2 -> expert d, c; rl b, a; windows of 1 rotate within a part
+    easy = dict(tiers=("easy",), expert_share=0.5)
+    assert ids(select(pool, "train", (), 0, 0, part="expert", **easy)) == ["d", "c"]
+    assert ids(select(pool, "train", (), 1, 1, part="rl", **easy)) == ["a"]
+    assert split_parts(["x", "y"], 1.0) == {"all": ["x", "y"], "expert": ["x", "y"], "rl": ["x", "y"]}
+    with pytest.raises(ValueError, match="expert_share must be in"):
+        split_parts(["x"], 0.0)
+    with pytest.raises(ValueError, match="leaves no 'rl' instances"):
+        select(pool, "train", ("a",), 0, 0, part="rl", expert_share=0.9)
+
+
 def test_reward_task_scores_unguided_and_guided_episodes(tmp_path):
     from tasks.reward import reward
     cfg = load_config(None, ["algorithm.group_size=2"])
