@@ -52,16 +52,6 @@ def mean_ci(values: list[float]) -> tuple[float, float, float]:
     return mean, mean - half, mean + half
 
 
-def episode_stats(rollouts: list[dict]) -> dict[str, float]:
-    """Format-error rate (malformed turns / turns), submit rate and mean turns of eval episodes."""
-    if not rollouts:
-        return {"format_error_rate": 0.0, "submit_rate": 0.0, "mean_turns": 0.0}
-    turns = sum(int(r["turns"]) for r in rollouts)
-    return {"format_error_rate": sum(int(r["format_errors"]) for r in rollouts) / max(turns, 1),
-            "submit_rate": fmean(r["termination"] == "submitted" for r in rollouts),
-            "mean_turns": turns / len(rollouts)}
-
-
 def stage_seconds(manifests: list[dict[str, dict]]) -> dict[str, float]:
     """Wall seconds per report bucket, summed over the stage manifests of every iteration dir."""
     out = dict.fromkeys(BUCKETS, 0.0)

@@ -13,7 +13,8 @@ import math
 from pathlib import Path
 
 from tasks import store
-from tasks.ladder import BUCKETS, aggregate_arm, curve, episode_stats, stage_seconds
+from tasks.ladder import BUCKETS, aggregate_arm, curve, stage_seconds
+from tasks.metrics import episode_stats
 
 
 def seed_result(arm: str, seed: int, result, wall_s: float) -> dict:

@@ -104,20 +104,27 @@ def _rate(flags: list[bool]) -> float:
     return fmean(flags) if flags else 0.0
 
 
+def episode_stats(rollouts: list[dict]) -> dict[str, float]:
+    """Format-error rate (malformed turns / turns), submit rate and mean turns of episodes."""
+    if not rollouts:
+        return {"format_error_rate": 0.0, "submit_rate": 0.0, "mean_turns": 0.0}
+    turns = sum(int(r["turns"]) for r in rollouts)
+    return {"format_error_rate": sum(int(r["format_errors"]) for r in rollouts) / max(turns, 1),
+            "submit_rate": fmean(r["termination"] == "submitted" for r in rollouts),
+            "mean_turns": turns / len(rollouts)}
+
+
 def rollout_summary(rollouts: list[dict], validations: list[dict], prefix: str = "train"
                     ) -> dict[str, float]:
     """Resolve, submit and format-error rates and mean turns of a set of episodes."""
     grades = {v["episode_id"]: v for v in validations}
     graded = [grades[r["episode_id"]] for r in rollouts if r["episode_id"] in grades]
     usable = [g for g in graded if not g["infra_failure"]]
-    turns = sum(int(r["turns"]) for r in rollouts)
     return {
         f"{prefix}_resolve_rate": _rate([bool(g["resolved"]) for g in usable]),
         f"{prefix}_infra_failure_rate": _rate([bool(g["infra_failure"]) for g in graded]),
         f"{prefix}_episodes": float(len(rollouts)),
-        "mean_turns": fmean(int(r["turns"]) for r in rollouts) if rollouts else 0.0,
-        "format_error_rate": sum(int(r["format_errors"]) for r in rollouts) / turns if turns else 0.0,
-        "submit_rate": _rate([r["termination"] == "submitted" for r in rollouts]),
+        **episode_stats(rollouts),
         "gen_tokens_per_s": (sum(int(r["gen_tokens"]) for r in rollouts)
                              / max(1e-9, sum(float(r["gen_s"]) for r in rollouts))) if rollouts else 0.0,
     }

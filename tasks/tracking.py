@@ -108,9 +108,8 @@ def iteration_metrics(run_dir: str, iteration: int, k: int, best_k: int = 0) -> 
         out.update(metrics.train_summary(rows("train_metrics", "train_metrics")))
     if store.exists(store.join(it, "eval.parquet")):
         out.update(metrics.eval_summary(rows("eval", "eval"), k, best_k))
-        from tasks.ladder import episode_stats
         out.update({f"eval_{key}": v for key, v in
-                    episode_stats(rows("eval_rollouts", "rollouts")).items()})
+                    metrics.episode_stats(rows("eval_rollouts", "rollouts")).items()})
     out.update(metrics.stage_times(store.stage_manifests(it)))
     return out
 

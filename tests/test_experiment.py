@@ -17,8 +17,8 @@ import pytest
 
 from flows.experiment import ARMS, Arm, arm_overrides, arms_to_run, check_ladder
 from swe_rlvr.config import ConfigError, load_config
-from tasks.ladder import (aggregate_arm, curve, episode_stats, mean_ci, stage_seconds,
-                          t_critical)
+from tasks.ladder import aggregate_arm, curve, mean_ci, stage_seconds, t_critical
+from tasks.metrics import episode_stats
 
 # --------------------------------------------------------------------------- the math
 
