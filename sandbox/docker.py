@@ -311,12 +311,19 @@ class DockerSandbox:
 
     def _setup(self, script: str, keep: int = 1 << 20) -> str:
         """stdout of one of the sandbox's own (idempotent) shell commands; raises SandboxError if
-        it fails. The script's stdout ends with a marker line, so output the engine lost on the
-        way (seen under heavy load: an exit status of 0 and no output) is noticed, and the script
-        runs once more, instead of passing off a truncated diff or probe as complete."""
-        end = f"swe-rlvr-end-{uuid.uuid4().hex}\n"
-        wrapped_script = f"{script}\nstatus=$?; printf '%s' {shlex.quote(end)}; exit $status"
+        it fails. The script's stdout starts and ends with a marker line, so output the engine
+        lost on the way (its start or all of it, with an exit status of 0) is noticed, and the
+        script runs once more, instead of passing off a truncated diff or probe as complete."""
+        tag = uuid.uuid4().hex
+        begin, end = f"swe-rlvr-begin-{tag}\n", f"swe-rlvr-end-{tag}\n"
+        wrapped_script = (f"printf '%s' {shlex.quote(begin)}\n{script}\nstatus=$?; "
+                          f"printf '%s' {shlex.quote(end)}; exit $status")
         argv = ["timeout", "-s", "KILL", f"{SETUP_TIMEOUT_S:g}", "bash", "-c", wrapped_script]
+
+        def whole(out: HeadTail) -> bool:  # both markers, nothing dropped in between
+            text = out.text()
+            return not out.dropped and text.startswith(begin) and text.endswith(end)
+
         for attempt in range(2):
             out, err = HeadTail(keep), HeadTail(8192)
             try:
@@ -325,16 +332,15 @@ class DockerSandbox:
                 if attempt:
                     raise
                 continue
-            if code != 0 or out.text().endswith(end):
+            if code != 0 or whole(out):
                 break
         if code != 0:
             raise SandboxError(f"Sandbox command failed in {self.image} (exit {code}): {script[:200]}"
                                f"\n{err.text()[-2000:]}")
-        text = out.text()
-        if not text.endswith(end):
+        if not whole(out):
             raise OutputLost(f"The output of a setup command in {self.image} was lost twice "
-                             f"(the engine is overloaded?): {script[:200]}")
-        return text[:-len(end)]
+                             f"(the engine is overloaded?) or passed {keep} bytes: {script[:200]}")
+        return out.text()[len(begin):-len(end)]
 
     def _check_alive(self) -> None:
         if self._dead:

@@ -19,8 +19,10 @@ memory limits, which the container's cgroup still bounds.
 
 from __future__ import annotations
 
+import struct
 import threading
 import time
+from typing import BinaryIO
 
 HOST_GRACE_S = 5.0
 """How long past the in-container limit the host waits before it kills the container."""
@@ -96,7 +98,13 @@ class HeadTail:
 
 
 class Exec:
-    """One `docker exec` whose output is drained by a thread, so the host can stop waiting."""
+    """One `docker exec` whose output is drained by a thread, so the host can stop waiting.
+
+    The output is read through the HTTP response's buffered reader, not docker-py's raw socket:
+    output that reaches the host in the same packet as the upgrade response's headers lands in
+    that buffer, and docker-py's stream skips it (a fast command then seems to print nothing, or
+    to lose its first lines; docker/docker-py#2042).
+    """
 
     def __init__(self, api, container_id: str, argv: list[str], *, workdir: str,
                  environment: dict[str, str], out: HeadTail, err: HeadTail):
@@ -104,19 +112,22 @@ class Exec:
         self.exec_id = api.exec_create(container_id, argv, workdir=workdir,
                                        environment=environment)["Id"]
         self.error: BaseException | None = None
-        stream = api.exec_start(self.exec_id, stream=True, demux=True)
-        self._reader = threading.Thread(target=self._drain, args=(stream,), daemon=True)
+        response = api._post_json(api._url("/exec/{0}/start", self.exec_id), stream=True,
+                                  headers={"Connection": "Upgrade", "Upgrade": "tcp"},
+                                  data={"Tty": False, "Detach": False})
+        api._raise_for_status(response)
+        reader = response.raw._fp.fp  # the BufferedReader that parsed the headers
+        api._disable_socket_timeout(reader.raw)  # a quiet command may print nothing for minutes
+        self._reader = threading.Thread(target=self._drain, args=(reader, response), daemon=True)
         self._reader.start()
 
-    def _drain(self, stream) -> None:
+    def _drain(self, reader, response) -> None:
         try:
-            for stdout, stderr in stream:
-                if stdout:
-                    self.out.add(stdout)
-                if stderr:
-                    self.err.add(stderr)
+            read_frames(reader, self.out, self.err)
         except Exception as exc:  # the connection drops when the container is killed
             self.error = exc
+        finally:
+            response.close()
 
     def wait(self, deadline_s: float) -> bool:
         """True when the exec's output ended within `deadline_s` seconds."""
@@ -131,3 +142,21 @@ class Exec:
                 return int(info["ExitCode"])
             time.sleep(0.02)
         return None
+
+
+FRAME_HEADER = struct.Struct(">BxxxL")
+"""The engine's multiplexed stream: a 1-byte stream id (1 stdout, 2 stderr), 3 zero bytes and
+a big-endian payload length, then the payload."""
+
+
+def read_frames(reader: BinaryIO, out: HeadTail, err: HeadTail) -> None:
+    """Copy a multiplexed exec stream from a blocking reader into `out` and `err` until EOF.
+    Raises EOFError when the stream ends inside a frame (the output is then incomplete)."""
+    while header := reader.read(FRAME_HEADER.size):
+        if len(header) < FRAME_HEADER.size:
+            raise EOFError(f"the exec stream ended inside a frame header ({len(header)} bytes)")
+        stream, size = FRAME_HEADER.unpack(header)
+        data = reader.read(size) if size else b""
+        if len(data) < size:
+            raise EOFError(f"the exec stream ended {size - len(data)} bytes into a frame")
+        (err if stream == 2 else out).add(data)
