@@ -130,12 +130,14 @@ def rollout_summary(rollouts: list[dict], validations: list[dict], prefix: str =
     }
 
 
-def reward_summary(rewards: list[dict]) -> dict[str, float]:
-    """Mean reward, kept fraction and the fraction of groups dropped for having no signal."""
+def reward_summary(rewards: list[dict], guidance_mode: str) -> dict[str, float]:
+    """Mean reward, kept fraction and the fraction of groups dropped for having no signal (groups
+    as the reward stage formed them under `guidance_mode`)."""
+    from trainer.scoring import group_key
     groups: dict[tuple, set] = defaultdict(set)
     for r in rewards:
         if r["drop_reason"] != "infra_failure" and r["reward"] is not None:
-            groups[(r["instance_id"], r["guided"])].add(r["drop_reason"])
+            groups[group_key(r, guidance_mode)].add(r["drop_reason"])
     scored = [r["reward"] for r in rewards if r["reward"] is not None]
     return {
         "reward_mean": fmean(scored) if scored else 0.0,

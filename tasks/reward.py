@@ -22,13 +22,14 @@ def reward(run_dir: str, iteration: int, rollouts_path: list[str], validations_p
     """REWARDS rows for every episode of `rollouts_path`; returns the rewards file's URL."""
     key, done = finished(run_dir, iteration, "rewards", rollouts_path=rollouts_path,
                          validations_path=validations_path, reward=cfg.reward,
-                         algorithm=cfg.algorithm, agent=cfg.agent)
+                         algorithm=cfg.algorithm, agent=cfg.agent, guidance_mode=cfg.guidance.mode)
     if done:
         return done
     from trainer.scoring import reward_rows
     episodes, grades = read_all(rollouts_path, "rollouts"), read_all(validations_path, "validations")
     url = artifact(run_dir, iteration, "rewards.parquet")
     with store.stage(iter_dir(run_dir, iteration), "rewards", key) as st:
-        rows = reward_rows(episodes, grades, cfg.reward, cfg.algorithm, cfg.agent.context_tokens)
+        rows = reward_rows(episodes, grades, cfg.reward, cfg.algorithm, cfg.agent.context_tokens,
+                           cfg.guidance.mode)
         st.output("main", url, store.write_table(url, "rewards", rows), rows=len(rows))
     return url

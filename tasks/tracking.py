@@ -90,7 +90,8 @@ def open_run(cfg: Config, run_dir: str) -> str:
     return run.info.run_id
 
 
-def iteration_metrics(run_dir: str, iteration: int, k: int, best_k: int = 0) -> dict[str, float]:
+def iteration_metrics(run_dir: str, iteration: int, k: int, best_k: int = 0,
+                      guidance_mode: str = "pairs") -> dict[str, float]:
     """Every metric of iteration k, from its artifacts (missing artifacts contribute nothing)."""
     it = store.join(run_dir, f"iter_{iteration}")
 
@@ -103,7 +104,7 @@ def iteration_metrics(run_dir: str, iteration: int, k: int, best_k: int = 0) -> 
     out = metrics.rollout_summary(rollouts, grades) if rollouts else {}
     out.update(_recovery(rollouts + guided, grades + guided_grades, rows("guidance", "guidance")))
     if store.exists(store.join(it, "rewards.parquet")):
-        out.update(metrics.reward_summary(rows("rewards", "rewards")))
+        out.update(metrics.reward_summary(rows("rewards", "rewards"), guidance_mode))
     if store.exists(store.join(it, "train_metrics.parquet")):
         out.update(metrics.train_summary(rows("train_metrics", "train_metrics")))
     if store.exists(store.join(it, "eval.parquet")):
@@ -137,7 +138,7 @@ def log_step(cfg: Config, run_id: str, run_dir: str, step: int, policy_dir: str 
     done = store.read_json(marker)
     if done is not None:
         return done["metrics"]
-    values = iteration_metrics(run_dir, step, cfg.eval.k, cfg.eval.best_of_k)
+    values = iteration_metrics(run_dir, step, cfg.eval.k, cfg.eval.best_of_k, cfg.guidance.mode)
     mlc = client(cfg)
     from mlflow.entities import Metric
     now = int(time.time() * 1000)

@@ -7,7 +7,8 @@ import pytest
 from swe_rlvr.artifacts import REWARDS
 from swe_rlvr.config import AlgorithmConfig, RewardConfig
 from trainer.rewards import overlong_penalty, reward, turn_penalty
-from trainer.scoring import drop_counts, dropped_groups, reward_rows
+from tasks.metrics import reward_summary
+from trainer.scoring import drop_counts, reward_rows
 
 CFG = RewardConfig(turn_penalty=True, l_thr=20, t_max=40)
 
@@ -71,7 +72,8 @@ def test_reward_rows_group_advantages_and_drops():
               {"episode_id": "a2", "resolved": False, "infra_failure": True},
               {"episode_id": "b0", "resolved": False, "infra_failure": False},
               {"episode_id": "b1", "resolved": False, "infra_failure": False}]
-    rows = reward_rows(rollouts, grades, CFG, AlgorithmConfig(adv_eps=0.0), max_gen_tokens=100)
+    rows = reward_rows(rollouts, grades, CFG, AlgorithmConfig(adv_eps=0.0), max_gen_tokens=100,
+                       guidance_mode="strip")
     assert set(rows[0]) == set(REWARDS.names)
     # group a = rewards [1, 0] (a2 is an infra failure, out of the group): mean 0.5,
     # sample std sqrt(((0.5)^2 + (0.5)^2)/1) = 0.7071 -> advantages +-0.7071
@@ -80,4 +82,24 @@ def test_reward_rows_group_advantages_and_drops():
     assert rows[2]["reward"] is None and rows[2]["drop_reason"] == "infra_failure"
     assert [r["drop_reason"] for r in rows[3:]] == ["no_signal", "no_signal"]
     assert drop_counts(rows) == {"infra_failure": 1, "no_signal": 2}
-    assert dropped_groups(rows) == 1                   # group b
+    assert reward_summary(rows, "strip")["zero_advantage_group_fraction"] == 0.5  # b of a, b
+
+
+def test_a_stripped_guided_success_scores_in_its_instance_group():
+    """Instance c: two unguided failures trigger guidance; its one guided re-attempt succeeds.
+    Trained as if unguided (strip, pairs), the success joins c's group: rewards [0, 0, 1],
+    mean 1/3, sample std sqrt(((1/3)^2 + (1/3)^2 + (2/3)^2) / 2) = sqrt(1/3) = 0.57735, so
+    advantages -0.57735, -0.57735, +1.1547. Under keep it is a group of one beside an all-fail
+    group: both carry no signal and DAPO drops all three."""
+    rollouts = [_rollout("c0", "c"), _rollout("c1", "c"), _rollout("g0", "c", guided=True)]
+    grades = [{"episode_id": e, "resolved": e == "g0", "infra_failure": False}
+              for e in ("c0", "c1", "g0")]
+    algo = AlgorithmConfig(adv_eps=0.0)
+    for mode in ("strip", "pairs"):
+        rows = reward_rows(rollouts, grades, CFG, algo, max_gen_tokens=100, guidance_mode=mode)
+        assert [r["advantage"] for r in rows] == pytest.approx([-0.57735027, -0.57735027, 1.1547005])
+        assert all(r["kept"] for r in rows)
+        assert reward_summary(rows, mode)["zero_advantage_group_fraction"] == 0.0
+    rows = reward_rows(rollouts, grades, CFG, algo, max_gen_tokens=100, guidance_mode="keep")
+    assert [r["drop_reason"] for r in rows] == ["no_signal"] * 3
+    assert reward_summary(rows, "keep")["zero_advantage_group_fraction"] == 1.0

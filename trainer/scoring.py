@@ -1,7 +1,10 @@
 """The reward stage: rollout and validation rows -> REWARDS rows (reward parts, advantage, kept).
 
-Groups are the episodes of one instance with the same `guided` flag in one iteration (guided
-re-attempts form their own group, since their context differs). Infrastructure failures leave
+Groups are the episodes of one instance in one iteration. Guided re-attempts join their
+instance's unguided group when the trainer sees them without their guidance (`guidance.mode`
+strip or pairs: "as if unguided", so a guided success scores against the unguided failures that
+triggered it, Agent-RLVR); under `keep` their context differs, and they form a group of their
+own. Infrastructure failures leave
 the group before its statistics are taken: they are no sample, never reward 0. Groups with no
 signal are dropped when `algorithm.dynamic_sampling` is on (DAPO), with `drop_reason` saying so.
 """
@@ -15,15 +18,20 @@ from trainer.advantages import group_advantages, has_signal
 from trainer.rewards import reward
 
 
+def group_key(row: dict, guidance_mode: str) -> tuple[str, bool]:
+    """(instance, whether the episode is scored as guided): the advantage group of a row."""
+    return row["instance_id"], bool(row["guided"]) and guidance_mode == "keep"
+
+
 def reward_rows(rollout_rows: list[dict], validation_rows: list[dict], reward_cfg: RewardConfig,
-                algo_cfg: AlgorithmConfig, max_gen_tokens: int) -> list[dict]:
+                algo_cfg: AlgorithmConfig, max_gen_tokens: int, guidance_mode: str) -> list[dict]:
     """One REWARDS row per rollout row, in the same order."""
     grades = {v["episode_id"]: v for v in validation_rows}
     rows = [_score(r, grades.get(r["episode_id"]), reward_cfg, max_gen_tokens) for r in rollout_rows]
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for row in rows:
         if row["drop_reason"] == "":
-            groups[(row["instance_id"], row["guided"])].append(row)
+            groups[group_key(row, guidance_mode)].append(row)
     for members in groups.values():
         _assign_group(members, algo_cfg)
     return rows
@@ -62,8 +70,3 @@ def drop_counts(rows: list[dict]) -> dict[str, int]:
         if row["drop_reason"]:
             counts[row["drop_reason"]] += 1
     return dict(counts)
-
-
-def dropped_groups(rows: list[dict]) -> int:
-    """Groups removed by dynamic sampling (the zero-advantage group count for tracking)."""
-    return len({(r["instance_id"], r["guided"]) for r in rows if r["drop_reason"] == "no_signal"})
