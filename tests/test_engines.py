@@ -190,6 +190,27 @@ def test_prefix_cache_keeps_only_what_a_row_really_fed(tiny):
         assert cached.token_ids == full.token_ids
 
 
+def test_prefix_cache_batches_new_prompts_beside_continued_ones(tiny):
+    """A call mixing continued rows (cache hits, run alone) with new prompts (misses, run as
+    one padded batch) samples what the same call samples without the cache."""
+    def run(prefix_cache_gb: float):
+        eng = make_engine(EngineConfig(name="hf", model=str(tiny), torch_threads=1, max_batch=8,
+                                       prefix_cache_gb=prefix_cache_gb))
+        params = SamplingParams(temperature=1.0, max_new_tokens=12, seed=5)
+        first = _prompts(eng.tokenizer)
+        replies = eng.generate(first[:2], params)
+        mixed = [first[0] + replies[0].token_ids + [40, 41], first[2],
+                 first[1] + replies[1].token_ids + [42], first[2][:-1] + [43, 44, 45]]
+        return eng, eng.generate(mixed, dataclasses.replace(params, seed=6))
+
+    plain = run(0.0)[1]
+    eng, cached = run(1.0)
+    assert eng.prefix_cache.hits == 2 and eng.prefix_cache.misses == 2 + 2
+    for got, want in zip(cached, plain):
+        assert got.token_ids == want.token_ids
+        assert max(abs(a - b) for a, b in zip(got.logprobs, want.logprobs)) < LOGPROB_ATOL
+
+
 def test_new_weights_empty_the_prefix_cache(tiny):
     eng, *_ = _two_turns(tiny, 1.0)
     assert len(eng.prefix_cache) == 3

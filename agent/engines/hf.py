@@ -116,17 +116,30 @@ class HFEngine:
         return out.past_key_values, mask, out.logits[:, -1, :]
 
     def _prefill_cached(self, prompts: list[list[int]]):
-        """Each row's new tokens after its cached prefix, alone; then the rows left-padded into
-        one batch cache: (cache, mask (B, L), last logits (B, V))."""
-        rows, logits = [], []
-        for prompt in prompts:
-            n, kv = self.prefix_cache.take(prompt)
-            past = growing_cache(self.model.config, kv or [])
+        """Rows with a cached prefix run their new tokens alone; rows without one (every row on a
+        first turn) run in one padded batch. Then all rows are left-padded into one batch cache:
+        (cache, mask (B, L), last logits (B, V))."""
+        taken = [self.prefix_cache.take(prompt) for prompt in prompts]
+        misses = [i for i, (_, kv) in enumerate(taken) if kv is None]
+        if len(misses) == len(prompts):
+            return self._prefill_padded(prompts)
+        rows: list = [None] * len(prompts)
+        logits: list = [None] * len(prompts)
+        if misses:
+            cache, mask, last = self._prefill_padded([prompts[i] for i in misses])
+            batch = [(layer.keys, layer.values) for layer in cache.layers]
+            width = mask.shape[1]
+            for j, (i, real) in enumerate(zip(misses, mask.sum(-1).tolist())):
+                rows[i], logits[i] = row_slice(batch, j, width - real, width), last[j]
+        for i, (prompt, (n, kv)) in enumerate(zip(prompts, taken)):
+            if kv is None:
+                continue
+            past = growing_cache(self.model.config, kv)
             out = self.model(input_ids=torch.tensor([prompt[n:]], device=self.device),
                              position_ids=torch.arange(n, len(prompt), device=self.device)[None],
                              past_key_values=past, use_cache=True, logits_to_keep=1)
-            logits.append(out.logits[0, -1])                                          # (V,)
-            rows.append([(layer.keys, layer.values) for layer in out.past_key_values.layers])
+            logits[i] = out.logits[0, -1]                                             # (V,)
+            rows[i] = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
         batch, pads = left_pad_rows(rows)
         mask = torch.ones(len(prompts), batch[0][0].shape[2], dtype=torch.long, device=self.device)
         for row, pad in enumerate(pads):
