@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,10 +109,20 @@ class TeacherSource:
             patch=failure.patch[:4000] or "(empty)", failing=failing, log=failure.log_excerpt[-3000:])
 
     def _ask(self, prompt: str) -> str:
+        """The teacher's answer; TimeoutError when the whole exchange outlasts
+        `teacher_timeout_s` (urllib's own timeout bounds each socket wait, not the request: a
+        server that trickles its answer would never time out)."""
         url = self.cfg.teacher_base_url.rstrip("/") + "/chat/completions"
         body = {"model": self.cfg.teacher_model, "temperature": 0.0, "max_tokens": 800,
                 "messages": [{"role": "user", "content": prompt}]}
         request = urllib.request.Request(url, json.dumps(body).encode(),
                                          {"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=self.cfg.teacher_timeout_s) as response:
-            return json.loads(response.read())["choices"][0]["message"]["content"]
+        limit = self.cfg.teacher_timeout_s
+        deadline = time.monotonic() + limit
+        chunks = []
+        with urllib.request.urlopen(request, timeout=limit) as response:
+            while chunk := response.read1(1 << 16):
+                chunks.append(chunk)
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the teacher's answer took over {limit:g} s (timed out)")
+        return json.loads(b"".join(chunks))["choices"][0]["message"]["content"]

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -163,6 +165,8 @@ class _Teacher(BaseHTTPRequestHandler):
 
     answer = ""
     calls = 0
+    trickle_s = 0.0
+    """Seconds between the answer's bytes (0: all at once)."""
 
     def do_POST(self):  # noqa: N802 - http.server's naming
         type(self).calls += 1
@@ -172,8 +176,15 @@ class _Teacher(BaseHTTPRequestHandler):
         body = json.dumps({"choices": [{"message": {"content": type(self).answer}}]}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        if not type(self).trickle_s:
+            self.wfile.write(body)
+            return
+        for i in range(len(body)):
+            self.wfile.write(body[i:i + 1])
+            self.wfile.flush()
+            time.sleep(type(self).trickle_s)
 
     def log_message(self, *args):
         pass
@@ -181,7 +192,9 @@ class _Teacher(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def teacher_server():
-    server = HTTPServer(("127.0.0.1", 0), _Teacher)
+    _Teacher.trickle_s = 0.0
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Teacher)
+    server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_port}/v1"
@@ -215,3 +228,29 @@ def test_teacher_unreachable_falls_back_to_rules(caplog):
     with caplog.at_level(logging.WARNING):
         g = TeacherSource(read_base, cfg).make(make_instance(), Failure())
     assert g.source == "rules" and "falling back" in caplog.text
+
+
+def test_a_silent_teacher_times_out_and_falls_back_to_rules(caplog):
+    """A server that accepts the request and never answers."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
+        cfg = GuidanceConfig(source="teacher", teacher_base_url=url, teacher_model="t",
+                             teacher_timeout_s=0.3)
+        with caplog.at_level(logging.WARNING):
+            g = TeacherSource(read_base, cfg).make(make_instance(), Failure())
+    assert g == RulesSource(read_base, cfg).make(make_instance(), Failure())
+    assert "timed out" in caplog.text and "falling back to rules" in caplog.text
+
+
+def test_a_trickling_teacher_times_out_on_the_whole_request(teacher_server, caplog):
+    """Each byte arrives well within the timeout, the whole answer (~90 bytes, 20 ms apart) does
+    not: the limit bounds the request, not each socket wait."""
+    _Teacher.answer = "PLAN: a\nFEEDBACK: b\nLOCATION: c"
+    _Teacher.trickle_s = 0.02
+    cfg = GuidanceConfig(source="teacher", teacher_base_url=teacher_server, teacher_model="t",
+                         teacher_timeout_s=0.5)
+    start = time.monotonic()
+    with caplog.at_level(logging.WARNING):
+        g = TeacherSource(read_base, cfg).make(make_instance(), Failure())
+    assert g.source == "rules" and "timed out" in caplog.text
+    assert time.monotonic() - start < 0.5 + 0.5 + 1.0     # the deadline plus one socket wait

@@ -1,10 +1,12 @@
 """The teacher guidance source against a real OpenAI-compatible server: vLLM's, on a tiny model.
 
 A tiny random model answers the teacher's `/chat/completions` request with well-formed HTTP but
-garbage text, so this checks the real request/response round trip and both fallbacks the design
-promises: an answer without the PLAN / FEEDBACK / LOCATION sections, and a request that times out,
-each fall back to the rules source with a warning, and the hint is then exactly the rules hint.
-(A well-formed answer is parsed and cached in test_guidance_sources.py against a local stub.)
+garbage text, so this checks the real request/response round trip and the fallback the design
+promises for an answer without the PLAN / FEEDBACK / LOCATION sections: the rules source with a
+warning, and the hint is then exactly the rules hint. (A well-formed answer, and the timeouts of a
+silent and of a trickling server, are checked in test_guidance_sources.py against local stubs:
+no limit makes a real server reliably too slow: under a 1 ms limit the tiny model's answer
+once came back in time.)
 
 Run with `.venv-vllm/bin/python -m pytest -q -m vllm tests/test_teacher_server.py`.
 """
@@ -70,10 +72,3 @@ def test_bad_answer_falls_back_to_the_rules_hint_with_a_warning(server, warnings
     assert "teacher guidance failed for shop-1" in warnings.text
     assert "lacks section" in warnings.text and "falling back to rules" in warnings.text
     assert not list(tmp_path.rglob("*.json"))                    # a bad answer is never cached
-
-
-def test_timeout_falls_back_to_the_rules_hint_with_a_warning(server, warnings):
-    cfg = teacher_cfg(server, teacher_timeout_s=0.001)           # no completion in 1 ms
-    hint = TeacherSource(read_base, cfg).make(make_instance(), FAILURE)
-    assert hint == RulesSource(read_base, cfg).make(make_instance(), FAILURE)
-    assert "timed out" in warnings.text and "falling back to rules" in warnings.text
