@@ -6,7 +6,8 @@ Three layers stop a command, each covering what the one before can miss:
    carrying the exec's tag in its environment (a `setsid` child keeps the tag); after any exit,
    every process still holding the exec's output pipe (`cmd &` without redirection), because
    `docker exec` keeps waiting for whoever holds that pipe. A daemon started with its output
-   redirected (`nohup server >log 2>&1 &`) survives a normal exit, as in a terminal. The sweep
+   redirected (`nohup server >log 2>&1 &`) survives a normal exit, as in a terminal, once its
+   redirection is in place (a child still between fork and redirection holds the pipe). The sweep
    repeats (up to 5 rounds) while it finds processes, so a fork bomb's late children go too.
 3. A host-side deadline (the limit plus HOST_GRACE_S): if the exec still has not returned, the
    caller kills the whole container. Killing only the `docker exec` client would leave the
@@ -115,7 +116,11 @@ class Exec:
         response = api._post_json(api._url("/exec/{0}/start", self.exec_id), stream=True,
                                   headers={"Connection": "Upgrade", "Upgrade": "tcp"},
                                   data={"Tty": False, "Detach": False})
-        api._raise_for_status(response)
+        try:
+            api._raise_for_status(response)
+        except Exception:
+            response.close()
+            raise
         reader = response.raw._fp.fp  # the BufferedReader that parsed the headers
         api._disable_socket_timeout(reader.raw)  # a quiet command may print nothing for minutes
         self._reader = threading.Thread(target=self._drain, args=(reader, response), daemon=True)

@@ -134,8 +134,11 @@ def test_detached_setsid_child_dies_with_the_timeout(sandbox):
 
 def test_background_children_do_not_hang_the_command(sandbox):
     """A background child that holds the output pipe is killed when the command ends; a daemon
-    that redirected its output keeps running, as in a terminal."""
-    res = sandbox.execute("setsid sleep 600 & sleep 600 & nohup sleep 601 >/dev/null 2>&1 & echo ok")
+    that redirected its output keeps running, as in a terminal. The command waits until the
+    daemon's subshell has exec'd nohup: one still between fork and redirection holds the pipe."""
+    res = sandbox.execute("setsid sleep 600 & sleep 600 & nohup sleep 601 >/dev/null 2>&1 & "
+                          "while head -c4 /proc/$!/cmdline 2>/dev/null | grep -q bash; do :; done; "
+                          "echo ok")
     assert res.output == "ok\n" and res.duration_s < 5
     ps = sandbox.execute("cat /proc/[0-9]*/cmdline | tr '\\0' ' '").output
     assert "sleep 601" in ps and "sleep 600" not in ps
