@@ -90,8 +90,8 @@ def open_run(cfg: Config, run_dir: str) -> str:
     return run.info.run_id
 
 
-def iteration_metrics(run_dir: str, iteration: int, k: int, best_k: int = 0,
-                      guidance_mode: str = "pairs") -> dict[str, float]:
+def iteration_metrics(run_dir: str, iteration: int, k: int, best_k: int = 0, *,
+                      guidance_mode: str) -> dict[str, float]:
     """Every metric of iteration k, from its artifacts (missing artifacts contribute nothing)."""
     it = store.join(run_dir, f"iter_{iteration}")
 
@@ -138,7 +138,8 @@ def log_step(cfg: Config, run_id: str, run_dir: str, step: int, policy_dir: str 
     done = store.read_json(marker)
     if done is not None:
         return done["metrics"]
-    values = iteration_metrics(run_dir, step, cfg.eval.k, cfg.eval.best_of_k, cfg.guidance.mode)
+    values = iteration_metrics(run_dir, step, cfg.eval.k, cfg.eval.best_of_k,
+                               guidance_mode=cfg.guidance.mode)
     mlc = client(cfg)
     from mlflow.entities import Metric
     now = int(time.time() * 1000)

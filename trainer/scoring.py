@@ -4,9 +4,9 @@ Groups are the episodes of one instance in one iteration. Guided re-attempts joi
 instance's unguided group when the trainer sees them without their guidance (`guidance.mode`
 strip or pairs: "as if unguided", so a guided success scores against the unguided failures that
 triggered it, Agent-RLVR); under `keep` their context differs, and they form a group of their
-own. Infrastructure failures leave
-the group before its statistics are taken: they are no sample, never reward 0. Groups with no
-signal are dropped when `algorithm.dynamic_sampling` is on (DAPO), with `drop_reason` saying so.
+own. Infrastructure failures leave the group before its statistics are taken: they are no sample,
+never reward 0. Groups with no signal are dropped when `algorithm.dynamic_sampling` is on (DAPO),
+with `drop_reason` saying so.
 """
 
 from __future__ import annotations
