@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainer.episodes import Episode, strip_guidance
+from trainer.episodes import Episode, strip_guidance, trim_tail
 from trainer.losses import dapo_loss
 from trainer.packing import first_fit_decreasing, pack
 
@@ -55,6 +55,21 @@ def test_strip_guidance_shifts_masks_and_logprobs():
         strip_guidance(Episode((1, 2, 3), (0, 1, 1), (0.0,) * 3, guidance_span=(1, 3)))
 
 
+def test_trim_tail_cuts_after_the_last_action():
+    # tokens: prompt 1 2 | action 3 4 | observation 5 | action 6 | observation 7 8
+    ep = Episode((1, 2, 3, 4, 5, 6, 7, 8), (0, 0, 1, 1, 0, 1, 0, 0),
+                 (0.0, 0.0, -0.1, -0.2, 0.0, -0.3, 0.0, 0.0), guidance_span=(4, 5))
+    out = trim_tail(ep)
+    assert out.token_ids == (1, 2, 3, 4, 5, 6)                 # the last action is token 6
+    assert out.loss_mask == (0, 0, 1, 1, 0, 1) and out.logprobs[-1] == -0.3
+    assert out.guidance_span == (4, 5)                          # before the cut: kept as is
+    assert trim_tail(out) is out                                # nothing after the last action
+    no_action = Episode((1, 2, 3), (0, 0, 0), (0.0,) * 3)
+    assert trim_tail(no_action) is no_action
+    tail_guidance = Episode((1, 2, 3, 9, 9), (0, 0, 1, 0, 0), (0.0,) * 5, guidance_span=(3, 5))
+    assert trim_tail(tail_guidance).guidance_span is None       # the span went with the tail
+
+
 def _unpacked_logprobs(model, ep):
     """Plain HF forward of one episode (stock SDPA, no packing): (T,) log-probs on actions."""
     ids = torch.tensor([ep.token_ids])
@@ -88,6 +103,35 @@ def test_packed_equals_unpacked_loss_and_gradients(tiny_model_dir):
     ref_grads = dict(ref.named_parameters())
     for name, p in model.named_parameters():
         assert torch.allclose(p.grad, ref_grads[name].grad, atol=1e-7, rtol=1e-5), name
+
+
+def test_trimmed_tail_changes_no_loss_or_gradient(tiny_model_dir):
+    """Episodes with 15 tokens of observation after their last action: DAPO loss and gradients
+    on the trimmed rows equal those on the full rows (causal attention, no loss on the tail)."""
+    from trainer.engine_torch import load_model
+    from trainer.forward import packed_logprobs
+
+    def with_tail(ep, seed):
+        tail = torch.randint(3, 2048, (15,), generator=torch.Generator().manual_seed(seed)).tolist()
+        return Episode(ep.token_ids + tuple(tail), ep.loss_mask + (0,) * 15,
+                       ep.logprobs + (0.0,) * 15, advantage=ep.advantage)
+
+    eps = [with_tail(_ep(25, 4, 1.0, 1), 7), with_tail(_ep(15, 3, -0.5, 2), 8)]
+    n = sum(e.num_actions for e in eps)
+    runs = []
+    for batch in (eps, [trim_tail(e) for e in eps]):
+        model = load_model(tiny_model_dir, torch.device("cpu"), grad_checkpointing=False)
+        (row,) = pack(batch, 128)
+        logp, _ = packed_logprobs(model, row)
+        old = torch.cat([torch.tensor(batch[i].logprobs) for i in row.episodes])
+        loss, _ = dapo_loss(logp, old, row.advantages, row.loss_mask, num_tokens=n)
+        loss.backward()
+        runs.append((row.input_ids.numel(), loss.item(), [p.grad for p in model.parameters()]))
+    (full_len, full_loss, full_grads), (cut_len, cut_loss, cut_grads) = runs
+    assert (full_len, cut_len) == (70, 40)
+    assert abs(full_loss - cut_loss) < 1e-6
+    for a, b in zip(full_grads, cut_grads):
+        assert torch.allclose(a, b, atol=1e-7, rtol=1e-5)
 
 
 def test_attention_never_crosses_segments(tiny_model_dir):

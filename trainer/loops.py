@@ -9,7 +9,8 @@
   sequence-mean loss.
 - `run_dpo`: Agent-RLVR, SFT warm-up on the chosen (guided, resolved) episodes, then DPO on the
   (chosen, rejected) pairs against the warmed-up model as reference, at `trainer.lr`.
-Guidance is stripped from the context unless `guidance.mode` is `keep`.
+Guidance is stripped from the context unless `guidance.mode` is `keep`, and every episode loses
+the tokens after its last action (`trim_tail`: no loss and no effect on earlier log-probs).
 
 Every step packs its episodes (no padding), accumulates gradients over the packed rows with the
 loss normalised by the step's global count, and clips and steps once. With `trainer.save_every`
@@ -34,7 +35,7 @@ import torch
 
 from swe_rlvr.config import Config
 from trainer.checkpoint import latest_checkpoint, prune, rng_state, set_rng_state, step_dir
-from trainer.episodes import Episode, strip_guidance
+from trainer.episodes import Episode, strip_guidance, trim_tail
 from trainer.losses import dapo_loss, dpo_loss, grpo_loss, mismatch_metrics, sft_loss
 from trainer.packing import PackedBatch, pack
 
@@ -84,8 +85,8 @@ def step_plan(n: int, per_step: int, epochs: int, seed: int) -> list[list[int]]:
 
 
 def prepare(episodes: Sequence[Episode], mode: str) -> list[Episode]:
-    """Strip guidance spans unless guidance mode is `keep`."""
-    return list(episodes) if mode == "keep" else [strip_guidance(e) for e in episodes]
+    """Strip guidance spans unless guidance mode is `keep`; cut every episode after its last action."""
+    return [trim_tail(e if mode == "keep" else strip_guidance(e)) for e in episodes]
 
 
 def _open(phase: str, model_dir: Path, cfg: Config, out_dir: Path, *, lr: float,
