@@ -25,8 +25,12 @@ MLflow: one parent run for the ladder, one child run per arm (the aggregate over
 (arm, seed) flow run as a child of its arm (tag `mlflow.parentRunId`).
 
 Resumable: an (arm, seed) whose result file exists is skipped, and an interrupted one resumes
-inside its flow from the last finished stage. The ladder is a plain driver rather than a flow of
-its own: every arm is its own flow run in Prefect, and nothing here needs Prefect's retries.
+inside its flow from the last finished stage. `only_seeds` runs a subset of the seeds, so that
+several processes can share `out` (the seeds' chains are independent; give each process
+`trainer.torch_threads=1` so that they do not oversubscribe the cores); the report covers every
+seed with a result, and a last run without `only_seeds` completes it. The ladder is a plain
+driver rather than a flow of its own: every arm is its own flow run in Prefect, and nothing here
+needs Prefect's retries.
 """
 
 from __future__ import annotations
@@ -129,11 +133,17 @@ class Ladder:
 
 
 def run_ladder(config: str | Path | None = None, overrides: Sequence[str] = (), seeds: int = 3,
-               arms: Sequence[str] = tuple(ARMS), out: str | Path = "runs/ladder") -> str:
-    """Run (or resume) the ladder; returns the path of report.md."""
+               arms: Sequence[str] = tuple(ARMS), out: str | Path = "runs/ladder",
+               only_seeds: Sequence[int] = ()) -> str:
+    """Run (or resume) the ladder; returns the path of report.md. `only_seeds` (a subset of
+    0..seeds-1) runs just those; the report still covers every seed that has a result."""
     from flows.preflight import preflight
     if seeds < 1:
         raise ConfigError(f"--seeds must be at least 1 (got {seeds}); use 3 or more for a CI.")
+    outside = sorted(set(only_seeds) - set(range(seeds)))
+    if outside:
+        raise ConfigError(f"--only-seeds {','.join(map(str, outside))} is not among the seeds "
+                          f"0..{seeds - 1} of --seeds {seeds}; raise --seeds or drop them.")
     out = Path(out).resolve()
     overrides = list(overrides)
     cfg = load_config(config, overrides + [f"orchestration.run_root={out}"])
@@ -147,7 +157,7 @@ def run_ladder(config: str | Path | None = None, overrides: Sequence[str] = (), 
     log.info("ladder: arms %s, seeds %s, out %s", ",".join(ladder.arms), ladder.seeds, out)
     for name in ladder.arms:
         arm_run = _tracking_run(cfg, out / "arms" / name, parent)
-        for seed in ladder.seeds:
+        for seed in sorted(set(only_seeds)) or ladder.seeds:
             _run_arm_seed(ladder, ARMS[name], seed, arm_run)
         _log_arm(cfg, arm_run, parent, name, ladder.results().get(name, []), out / "arms" / name)
         report = _write_outputs(ladder, time.monotonic() - began)

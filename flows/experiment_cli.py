@@ -2,6 +2,7 @@
 
     swe-rlvr experiment ladder                                  # configs/ladder.yaml, 3 seeds
     swe-rlvr experiment ladder --seeds 1 --arms base,warmup eval.limit=4 --out runs/ladder-quick
+    swe-rlvr experiment ladder --only-seeds 1 trainer.torch_threads=1   # beside --only-seeds 0,2
     swe-rlvr experiment ladder orchestration.iterations=3 engine.device=cuda engine.name=vllm
 
 Rerunning with the same --out resumes: finished (arm, seed) pairs are skipped. See
@@ -27,6 +28,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help=f"YAML config (default {LADDER_CONFIG})")
     ladder.add_argument("--seeds", type=int, default=3,
                         help="seeds 0..N-1 (default 3; a CI needs >= 2)")
+    ladder.add_argument("--only-seeds", default="",
+                        help="comma list of the seeds (of 0..N-1) this process runs, so that "
+                             "several processes can share --out; the report covers every "
+                             "finished seed")
     ladder.add_argument("--arms", default=",".join(ARMS),
                         help=f"comma list of {', '.join(ARMS)} (prerequisite arms are added)")
     ladder.add_argument("--out", default="runs/ladder", help="output folder (default runs/ladder)")
@@ -49,7 +54,13 @@ def _ladder(args: argparse.Namespace) -> int:
         print(f"building {model} (SmolLM2-135M-Instruct, once)")
         convert_smollm2(model)
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
-    report = run_ladder(args.config, args.overrides, seeds=args.seeds, arms=arms, out=args.out)
+    try:
+        only = [int(s) for s in args.only_seeds.split(",") if s.strip()]
+    except ValueError:
+        raise SystemExit(f"--only-seeds takes a comma list of seed numbers, e.g. 1,2 "
+                         f"(got {args.only_seeds!r})") from None
+    report = run_ladder(args.config, args.overrides, seeds=args.seeds, arms=arms, out=args.out,
+                        only_seeds=only)
     print(Path(report).read_text())
     print(f"report: {report}")
     return 0

@@ -117,6 +117,13 @@ def test_ladder_refuses_to_evaluate_on_the_training_split():
         check_ladder(load_config(None, ["orchestration.expert_style=teacher"]))
 
 
+def test_only_seeds_outside_the_seeds_is_refused_before_anything_runs(tmp_path):
+    from flows.experiment import run_ladder
+    with pytest.raises(ConfigError, match=r"--only-seeds 2 is not among the seeds 0\.\.1"):
+        run_ladder("configs/ladder.yaml", seeds=2, only_seeds=[1, 2], out=tmp_path / "ladder")
+    assert not (tmp_path / "ladder").exists()
+
+
 # --------------------------------------------------------------------------- the split guard
 
 
@@ -240,3 +247,19 @@ def test_rerun_skips_every_finished_arm(ladder, tiny_model_dir):
     arm_runs = [r for r in dapo if "swe_rlvr.seed" not in r.data.tags]
     assert len(arm_runs) == 1                                          # no second arm run
     assert len(mlc.get_metric_history(arm_runs[0].info.run_id, "pass1")) == 2   # nothing logged twice
+
+
+def test_only_seeds_runs_that_seed_and_the_report_covers_every_finished_one(ladder, tiny_model_dir):
+    """A process per seed shares `out`: seed 1 of the base arm runs alone, seed 0's result is left
+    as it was, and the report's base row is over both seeds."""
+    from flows.experiment import run_ladder
+    out, _, _ = ladder
+    seed0 = out / "results" / "base" / "seed0.json"
+    before = seed0.stat().st_mtime_ns
+    report = run_ladder("configs/ladder.yaml", [*TOY, f"engine.model={tiny_model_dir}",
+                                                f"sandbox.workdir={out / 'work'}"],
+                        seeds=2, arms=["base"], out=out, only_seeds=[1])
+    assert seed0.stat().st_mtime_ns == before
+    assert sorted(p.name for p in (out / "results" / "base").glob("*.json")) == ["seed0.json",
+                                                                                  "seed1.json"]
+    assert "| base | 2 | 0.000 |" in Path(report).read_text()
