@@ -16,7 +16,10 @@ Each arm starts from the policy of the arm before it (same seed) and is one ordi
 | dapo_guided | train, K iterations | rft | guidance on; `guidance.mode` pairs trains DPO on (guided success, unguided failure) pairs (Agent-RLVR), strip/keep train DAPO |
 
 K is `orchestration.iterations`. Every arm is evaluated on `eval.split` (the held-out test split;
-it must differ from `instances.train_split`) with `eval.runs` runs per instance; seed s sets
+it must differ from `instances.train_split`) with `eval.runs` runs per instance, after each RL
+iteration; step 0 of the dapo arms is the rft arm's evaluation of the policy they start from
+(`orchestration.eval_start=false`: evaluating it again with the same seed would measure the
+same thing twice, at ~5 CPU minutes an evaluation at the CPU size). Seed s sets
 `engine.seed` and `trainer.seed`. Everything lands under `out`: one run directory per (arm,
 seed) named `<arm>-seed<s>` (`out` is the run root, so the SQLite MLflow store is
 `out/mlflow.db`), `results/<arm>/seed<s>.json`, `report.md` and `ladder.png`.
@@ -84,11 +87,23 @@ def arms_to_run(requested: Sequence[str]) -> list[str]:
 
 
 def arm_overrides(arm: Arm, cfg: Config) -> list[str]:
-    """The arm's own overrides; the guided arm's algorithm follows guidance.mode."""
+    """The arm's own overrides; the guided arm's algorithm follows guidance.mode. An RL arm that
+    starts from another arm's policy does not evaluate it again (that arm did, on the same split
+    and seed); `inherit_start` makes that evaluation its step 0."""
     extra = []
     if arm.name == "dapo_guided":
         extra = [f"algorithm.name={'dpo' if cfg.guidance.mode == 'pairs' else 'dapo'}"]
+    if arm.flow == "train" and arm.parent:
+        extra.append("orchestration.eval_start=false")
     return [*arm.overrides, *extra]
+
+
+def inherit_start(row: dict, parent: dict | None) -> dict:
+    """The arm's result with step 0 (its starting policy) taken from the parent arm's evaluation
+    when the arm did not evaluate it itself."""
+    if parent is None or "0" in row["pass1_by_step"]:
+        return row
+    return {**row, "pass1_by_step": {"0": parent["pass1"], **row["pass1_by_step"]}}
 
 
 def check_ladder(cfg: Config) -> None:
@@ -171,7 +186,7 @@ def _run_arm_seed(ladder: Ladder, arm: Arm, seed: int, arm_run: str) -> dict:
         log.info("ladder: %s seed %d already done (pass@1 %.3f), skipped", arm.name, seed,
                  done["pass1"])
         return done
-    policy = ladder.cfg.engine.model
+    policy, parent = ladder.cfg.engine.model, None
     if arm.parent:
         parent = ladder.load(arm.parent, seed)
         if parent is None:
@@ -182,7 +197,7 @@ def _run_arm_seed(ladder: Ladder, arm: Arm, seed: int, arm_run: str) -> dict:
     began = time.monotonic()
     result = _flow(arm.flow)(ladder.config, ladder.seed_overrides(arm, seed, policy))
     from tasks.ladder_report import seed_result
-    row = seed_result(arm.name, seed, result, time.monotonic() - began)
+    row = inherit_start(seed_result(arm.name, seed, result, time.monotonic() - began), parent)
     _tag_child(ladder.cfg, row["mlflow_run_id"], arm_run, arm.name, seed)
     path = ladder.result_path(arm.name, seed)
     path.parent.mkdir(parents=True, exist_ok=True)

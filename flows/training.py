@@ -50,7 +50,7 @@ def train_flow(config: str | None = None, overrides: list[str] | None = None) ->
             policy = rft_warmup.with_options(task_runner=runner)(cfg, run_dir, policy)
         steps, checkpoints, verifier = {}, [], ""
         for k in range(cfg.orchestration.iterations):
-            if k % cfg.eval.every == 0:
+            if k % cfg.eval.every == 0 and (k or cfg.orchestration.eval_start):
                 evaluate(cfg, run_dir, k, policy, verifier)
             checkpoints.append(iterate(cfg, run_dir, k, policy))
             steps[k] = track_step(cfg, run_id, run_dir, k, policy)

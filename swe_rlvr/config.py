@@ -349,6 +349,10 @@ class OrchestrationConfig:
     """When a warm-up runs, evaluate engine.model before it as well (`<run>/base`, logged at step
     0 as `base_<metric>`, the `base` row of the CLI table), so one run shows what the warm-ups
     changed."""
+    eval_start: bool = True
+    """Evaluate the starting policy as step 0, before the first RL iteration. The experiment
+    ladder turns it off for arms that start from another arm's policy: that arm has already
+    evaluated it on the same split with the same seed, and its pass@1 becomes step 0."""
     expert_epochs: int = 3
     """SFT passes of the expert warm-up over its episodes (project default: on SmolLM2-135M, 2
     passes left 21-33% of turns malformed and 3-4 about 0-6%)."""

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.experiment import ARMS, Arm, arm_overrides, arms_to_run, check_ladder
+from flows.experiment import ARMS, Arm, arm_overrides, arms_to_run, check_ladder, inherit_start
 from swe_rlvr.config import ConfigError, load_config
 from tasks.ladder import aggregate_arm, curve, mean_ci, stage_seconds, t_critical
 from tasks.metrics import episode_stats
@@ -110,6 +110,20 @@ def test_guided_arm_trains_dpo_on_pairs_and_dapo_otherwise():
     assert isinstance(guided, Arm) and guided.parent == "rft"
 
 
+def test_rl_arms_take_step_0_from_the_arm_they_start_from():
+    cfg = load_config(None, [])
+    assert "orchestration.eval_start=false" in arm_overrides(ARMS["dapo"], cfg)
+    assert "orchestration.eval_start=false" in arm_overrides(ARMS["dapo_guided"], cfg)
+    for name in ("base", "warmup", "rft"):                 # no parent, or not an RL flow
+        assert "orchestration.eval_start=false" not in arm_overrides(ARMS[name], cfg)
+    rft = {"pass1": 0.1, "pass1_by_step": {"0": 0.1}}
+    dapo = {"pass1": 0.2, "pass1_by_step": {"1": 0.2}}
+    assert inherit_start(dapo, rft)["pass1_by_step"] == {"0": 0.1, "1": 0.2}
+    assert inherit_start(dapo, None) is dapo
+    evaluated = {"pass1": 0.2, "pass1_by_step": {"0": 0.3, "1": 0.2}}   # its own step 0 stands
+    assert inherit_start(evaluated, rft) is evaluated
+
+
 def test_ladder_refuses_to_evaluate_on_the_training_split():
     with pytest.raises(ConfigError, match="eval.split and instances.train_split"):
         check_ladder(load_config(None, ["eval.split=train"]))
@@ -187,6 +201,8 @@ def test_report_has_a_row_per_arm_and_the_plot_is_a_png(ladder):
                    "update min", "eval min"):
         assert column in text
     assert "| dapo | 0 | 0: 0.000, 1: 0.000 |" in text          # pass@1 before and after DAPO
+    assert not (out / "dapo-seed0" / "iter_0" / "eval_rollouts.parquet").exists()  # step 0: rft's
+    assert (out / "dapo-seed0" / "iter_1" / "eval_rollouts.parquet").exists()
     assert (out / "ladder.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
