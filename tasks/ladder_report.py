@@ -67,7 +67,8 @@ def write_report(path: Path, results: dict[str, list[dict]], header: list[str]) 
              "the test split); 95% CI: Student t over seeds. format err / submit / turns: test-split "
              "episodes of the arm's last evaluation. Stage minutes: per seed, summed over every "
              "invocation; arm min: wall time of the invocation that finished the arm (a resumed "
-             "arm counts only its last one).", "",
+             "arm counts only its last one). Step 0 of an arm that starts from another arm's "
+             "policy is that arm's evaluation of it.", "",
              "## Per seed", "", "| arm | seed | pass@1 by step | run | MLflow run |",
              "|---|---|---|---|---|"]
     for arm, seeds in results.items():
