@@ -11,6 +11,9 @@ backward, clip, AdamW). Not timed: old log-probs (given to all), and the one-off
 - TRL: `GRPOTrainer._compute_loss` of a real (tiny) trainer, driven on padded micro-batches of
   --trl-micro-batch sequences with gradient accumulation (as its training_step would), then the same
   clip + AdamW step.
+With --group-size G the trajectories come as groups of G samples of one instance that share a
+prompt (a quarter of the group's mean length), the shape of DAPO's batches: ours stores each
+prompt once per row (`trainer.share_prefix`), TRL computes it G times, as its trainer does.
 Rounds are interleaved (the order rotates each round) in one process under glibc allocator settings fixed before
 start-up (`MALLOC_MMAP_MAX_=0`, `MALLOC_TRIM_THRESHOLD_`); the script re-executes itself to set
 them. Reported: real (non-padding) tokens/s per side (median and min-max), and the per-round
@@ -22,7 +25,8 @@ of --variants (eager or compile, + varlen or loop attention, + ckpt for gradient
 Useful FLOPs: 6 x non-embedding params x tokens + 6 x d x vocab x action tokens (the LM head runs
 only there) + causal attention 6 x layers x d x sum(L_i^2). Peak: --peak-tflops, else by GPU name.
 
-    .venv/bin/python bench/trainer.py                # CPU, vs TRL
+    .venv/bin/python bench/trainer.py                # CPU, vs TRL, independent trajectories
+    .venv/bin/python bench/trainer.py --group-size 8 # CPU, vs TRL, groups of 8 sharing a prompt
     python bench/trainer.py --gpu                    # GPU MFU (ours only)
 """
 
@@ -58,6 +62,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--min-len", type=int, default=256)
     p.add_argument("--max-len", type=int, default=2048)
     p.add_argument("--pack-tokens", type=int, default=8192)
+    p.add_argument("--group-size", type=int, default=1,
+                   help="episodes per instance sharing one prompt (1: independent trajectories; "
+                        "DAPO's batches are groups, and ours then stores each prompt once per row)")
     p.add_argument("--trl-micro-batch", type=int, default=8,
                    help="TRL per_device_train_batch_size (8 is GRPOConfig's default)")
     p.add_argument("--gpu-tokens", type=int, default=16384)
@@ -71,19 +78,27 @@ def parse_args(argv=None) -> argparse.Namespace:
 # --------------------------------------------------------------------------- shared inputs
 
 
-def make_episodes(n: int, lo: int, hi: int, vocab: int, seed: int):
-    """n episodes with lengths spread over [lo, hi]; the first quarter is prompt; +-1 advantages."""
+def make_episodes(n: int, lo: int, hi: int, vocab: int, seed: int, group: int = 1):
+    """n episodes with lengths spread over [lo, hi]; the first quarter is prompt; +-1 advantages.
+
+    With group > 1, consecutive runs of `group` episodes are one instance's samples, as DAPO's
+    batches are: they share one prompt, a quarter of the group's mean length, and then differ.
+    """
     import torch
 
     from trainer.episodes import Episode
     g = torch.Generator().manual_seed(seed)
     lengths = torch.linspace(lo, hi, n).round().long()[torch.randperm(n, generator=g)].tolist()
     eps = []
-    for i, length in enumerate(lengths):
-        ids = torch.randint(3, vocab, (length,), generator=g).tolist()
-        n_prompt = length // 4
-        eps.append(Episode(tuple(ids), (0,) * n_prompt + (1,) * (length - n_prompt),
-                           (0.0,) * length, advantage=1.0 if i % 2 else -1.0))
+    for start in range(0, n, group):
+        sizes = lengths[start:start + group]
+        n_prompt = (sum(sizes) // len(sizes)) // 4 if group > 1 else sizes[0] // 4
+        prompt = torch.randint(3, vocab, (n_prompt,), generator=g).tolist()
+        for i, length in enumerate(sizes, start):
+            ids = prompt + torch.randint(3, vocab, (length - n_prompt,), generator=g).tolist()
+            eps.append(Episode(tuple(ids), (0,) * n_prompt + (1,) * (length - n_prompt),
+                               (0.0,) * length, advantage=1.0 if i % 2 else -1.0,
+                               instance_id=f"instance-{start // group}" if group > 1 else ""))
     return eps
 
 
@@ -232,7 +247,8 @@ def run_cpu(args: argparse.Namespace) -> None:
         model_dir = build_cpu_model(Path(tmp) / "model", args.seed)
         from transformers import AutoConfig
         eps = make_episodes(args.seqs, args.min_len, args.max_len,
-                            AutoConfig.from_pretrained(model_dir).vocab_size, args.seed)
+                            AutoConfig.from_pretrained(model_dir).vocab_size, args.seed,
+                            args.group_size)
         sides = {"swe-rlvr compiled": OursStep(model_dir, eps, args.pack_tokens, compile=True),
                  "swe-rlvr eager": OursStep(model_dir, eps, args.pack_tokens),
                  "TRL": TrlStep(model_dir, eps, args.trl_micro_batch, Path(tmp) / "trl")}
@@ -240,6 +256,7 @@ def run_cpu(args: argparse.Namespace) -> None:
         padded = sum(b["prompt_ids"].numel() + b["completion_ids"].numel()
                      for b in sides["TRL"].batches)
         rows = len(sides["swe-rlvr eager"].rows)
+        stored = sides["swe-rlvr eager"].tokens
         for step in sides.values():                             # warm-up and compile, not timed
             step()
         times: dict[str, list[float]] = {name: [] for name in sides}
@@ -250,7 +267,8 @@ def run_cpu(args: argparse.Namespace) -> None:
     print(f"trajectories: {args.seqs} x {args.min_len}-{args.max_len} tokens, {real} real tokens "
           f"({sum(e.num_actions for e in eps)} action); TRL pads to {padded} "
           f"(micro-batch {args.trl_micro_batch}); ours packs into {rows} row(s) "
-          f"of <= {args.pack_tokens}; threads {args.threads}; rounds {args.rounds}")
+          f"of <= {args.pack_tokens} storing {stored} tokens (group size {args.group_size}); "
+          f"threads {args.threads}; rounds {args.rounds}")
     for name, ts in times.items():
         print(f"{name:<18} real tok/s: {spread([real / t for t in ts])}")
     for name in names[:-1]:
@@ -279,7 +297,7 @@ def useful_flops(model, rows) -> float:
     n_nonembed = sum(p.numel() for p in model.parameters()) - n_embed
     tokens = sum(r.num_tokens for r in rows)
     actions = sum(r.num_actions for r in rows)
-    seg2 = sum(int(((r.cu_seqlens[1:] - r.cu_seqlens[:-1]) ** 2).sum()) for r in rows)
+    seg2 = sum(int(((r.attention_bounds[1:] - r.attention_bounds[:-1]) ** 2).sum()) for r in rows)
     d = cfg.hidden_size
     return 6 * n_nonembed * tokens + 6 * d * cfg.vocab_size * actions + 6 * cfg.num_hidden_layers * d * seg2
 
@@ -337,7 +355,8 @@ def run_gpu(args: argparse.Namespace) -> None:
         model_dir = gpu_model(Path(tmp) / "model", args.seed)
         n = args.seqs
         avg = args.gpu_tokens // n
-        eps = make_episodes(n, max(64, avg // 4), 2 * avg - max(64, avg // 4), 151936, args.seed)
+        eps = make_episodes(n, max(64, avg // 4), 2 * avg - max(64, avg // 4), 151936, args.seed,
+                            args.group_size)
         print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}: {args.gpu_tokens} "
               f"tokens in one packed row of {n} segments; peak {peak / 1e12:.0f} TFLOP/s", flush=True)
         for variant in args.variants.split(","):

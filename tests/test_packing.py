@@ -7,7 +7,7 @@ import torch
 
 from trainer.episodes import Episode, strip_guidance, trim_tail
 from trainer.losses import dapo_loss
-from trainer.packing import first_fit_decreasing, pack
+from trainer.packing import first_fit_decreasing, instance_units, pack, shared_prefix
 
 
 def _ep(n, n_prompt=2, adv=1.0, seed=0, vocab=2048):
@@ -43,6 +43,103 @@ def test_pack_keeps_groups_together():
     eps = [_ep(4, seed=i) for i in range(4)]
     rows = pack(eps, 8, groups=[[0, 1], [2, 3]])
     assert sorted(r.episodes for r in rows) == [[0, 1], [2, 3]]
+
+
+def _grouped(instance, prompt, own, first_action=0, adv=1.0):
+    """An episode of `instance`: `prompt` tokens (no loss), then `own` tokens whose loss starts
+    `first_action` tokens in."""
+    n = len(prompt) + len(own)
+    mask = (0,) * (len(prompt) + first_action) + (1,) * (len(own) - first_action)
+    lps = tuple(-0.1 * (i % 7) if m else 0.0 for i, m in enumerate(mask))
+    return Episode(tuple(prompt) + tuple(own), mask, lps, advantage=adv, instance_id=instance)
+
+
+def test_shared_prefix_stops_before_any_action_and_leaves_each_member_a_token():
+    a = Episode((1, 2, 3, 4, 5), (0, 0, 0, 1, 1), (0.0,) * 5)
+    b = Episode((1, 2, 3, 4, 6), (0, 0, 1, 1, 1), (0.0,) * 5)      # acts from token 2
+    c = Episode((1, 2, 3), (0, 0, 0), (0.0,) * 3)                   # no action, 3 tokens
+    assert shared_prefix([a]) == 0                                  # nothing to share with
+    assert shared_prefix([a, a]) == 3                               # stops at a's first action
+    assert shared_prefix([a, b]) == 2                               # ... and at b's
+    assert shared_prefix([a, c]) == 2                               # c keeps 1 token of its own
+    assert shared_prefix([a, Episode((1, 9, 3, 4, 5), a.loss_mask, a.logprobs)]) == 1
+
+
+def test_shared_prefix_row_layout_hand_case():
+    # a = 1 2 3 | 4 5 and b = 1 2 3 | 6 7 8 share the prompt 1 2 3 (instance x); c is alone.
+    # Stored: a whole, then b's own 6 7 8 (positions 3..5, continuing the prefix), then c.
+    # Virtual row (attention): a = 1 2 3 4 5, b = 1 2 3 6 7 8, c = 9 9 9 9 -> stored positions
+    # 0 1 2 3 4 | 0 1 2 5 6 7 | 8 9 10 11. b's first own token (stored 5) is predicted by the
+    # prefix's last token (stored 2); a's tokens take their outputs from virtual 0..4, b's from
+    # virtual 5 + 3 .. 5 + 5 = 8..10, c's from 11..14.
+    a = _grouped("x", [1, 2, 3], [4, 5])
+    b = _grouped("x", [1, 2, 3], [6, 7, 8])
+    c = Episode((9, 9, 9, 9), (0, 1, 1, 1), (0.0,) * 4)
+    (row,) = pack([a, b, c], 100)
+    assert row.input_ids.tolist() == [1, 2, 3, 4, 5, 6, 7, 8, 9, 9, 9, 9]
+    assert row.position_ids.tolist() == [0, 1, 2, 3, 4, 3, 4, 5, 0, 1, 2, 3]
+    assert row.cu_seqlens.tolist() == [0, 5, 8, 12]
+    assert row.seq_ids.tolist() == [0] * 5 + [1] * 3 + [2] * 4
+    assert row.loss_mask.tolist() == [0, 0, 0, 1, 1, 1, 1, 1, 0, 1, 1, 1]
+    assert row.prev_index.tolist() == [-1, 0, 1, 2, 3, 2, 5, 6, 7, 8, 9, 10]
+    assert row.attn_index.tolist() == [0, 1, 2, 3, 4, 0, 1, 2, 5, 6, 7, 8, 9, 10, 11]
+    assert row.attn_cu.tolist() == [0, 5, 11, 15]
+    assert row.out_index.tolist() == [0, 1, 2, 3, 4, 8, 9, 10, 11, 12, 13, 14]
+    assert (row.num_tokens, row.episode_tokens) == (12, 15)
+    assert row.input_ids[row.attn_index].tolist() == [*a.token_ids, *b.token_ids, *c.token_ids]
+    (plain,) = pack([a, b, c], 100, share_prefix=False)
+    assert plain.num_tokens == plain.episode_tokens == 15 and plain.attn_index is None
+
+
+def test_an_instance_over_the_budget_is_cut_into_units_that_each_store_the_prefix():
+    # lengths 10, 8, 6 with a 4-token prompt, budget 14, longest first:
+    # 10 opens a unit (10 stored); 8 adds its own 4 -> 14; 6 would add 2 -> 16 > 14: a unit of
+    # its own, alone, so it shares nothing.
+    eps = [_grouped("x", [1, 2, 3, 4], list(range(10, 10 + n))) for n in (6, 4, 2)]
+    assert instance_units(eps, 14) == [(4, [0, 1]), (0, [2])]
+    assert [r.num_tokens for r in pack(eps, 14)] == [14, 6]
+
+
+def _shared_rows_loss_and_grads(model_dir, eps, budget, share):
+    from trainer.engine_torch import load_model
+    from trainer.forward import packed_logprobs
+    model = load_model(model_dir, torch.device("cpu"), grad_checkpointing=False)
+    n = sum(e.num_actions for e in eps)
+    total, per_token = 0.0, {}
+    for row in pack(eps, budget, share_prefix=share):
+        logp, _ = packed_logprobs(model, row)
+        loss, _ = dapo_loss(logp, row.sampler_logprobs, row.advantages, row.loss_mask, num_tokens=n)
+        loss.backward()
+        total += loss.item()
+        for t in row.loss_mask.nonzero().squeeze(-1).tolist():      # (episode, token) -> log-prob
+            ep = int(row.seq_ids[t])
+            per_token[(ep, int(row.position_ids[t]))] = float(logp[t].detach())
+    return total, per_token, {k: p.grad for k, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("budget", [512, 60])
+def test_shared_prefix_changes_no_log_prob_loss_or_gradient(tiny_model_dir, budget):
+    """Two instances of three episodes each (one continuation acts on its very first token)
+    and a lone episode: sharing each instance's prompt gives the plain packing's per-token
+    log-probs, DAPO loss and every gradient. Budget 60 cuts instances into several units."""
+    g = torch.Generator().manual_seed(0)
+    rand = lambda n: torch.randint(3, 2048, (n,), generator=g).tolist()  # noqa: E731
+    eps = []
+    for inst, plen in (("x", 17), ("y", 9)):
+        prompt = rand(plen)
+        eps += [_grouped(inst, prompt, rand(12), 2, 1.0), _grouped(inst, prompt, rand(20), 0, -1.0),
+                _grouped(inst, prompt, rand(7), 3, 0.5)]
+    eps.append(_grouped("", rand(5), rand(9), 1, -0.3))
+    plain_loss, plain_lp, plain_grads = _shared_rows_loss_and_grads(tiny_model_dir, eps, budget, False)
+    loss, lp, grads = _shared_rows_loss_and_grads(tiny_model_dir, eps, budget, True)
+    rows = pack(eps, budget)
+    assert any(r.attn_index is not None for r in rows)
+    assert sum(r.num_tokens for r in rows) < sum(len(e.token_ids) for e in eps)
+    assert lp.keys() == plain_lp.keys() and len(lp) == sum(e.num_actions for e in eps)
+    assert max(abs(lp[k] - plain_lp[k]) for k in lp) < 1e-5
+    assert abs(loss - plain_loss) < 1e-6
+    for name, grad in plain_grads.items():
+        assert torch.allclose(grads[name], grad, atol=1e-7, rtol=1e-5), name
 
 
 def test_strip_guidance_shifts_masks_and_logprobs():
@@ -180,12 +277,15 @@ def test_compile_setting():
 
 
 def test_compiled_layers_match_eager_loss_and_gradients(tiny_model_dir):
-    """trainer.compile changes how the layers run, not what they compute: two packed rows of
-    different lengths (one compiled graph, dynamic T) give eager's loss and gradients."""
+    """trainer.compile changes how the layers run, not what they compute: packed rows of
+    different lengths (dynamic T), one of them with a shared prefix, give eager's loss and
+    gradients."""
     from trainer.engine_torch import load_model
     from trainer.forward import packed_logprobs
-    rows = pack([_ep(37, 5, 1.0, 1), _ep(20, 3, -0.5, 2), _ep(50, 10, 0.8, 3)], 64)
-    assert len({r.num_tokens for r in rows}) > 1
+    prompt = list(range(100, 111))
+    rows = pack([_ep(37, 5, 1.0, 1), _ep(20, 3, -0.5, 2), _ep(50, 10, 0.8, 3),
+                 _grouped("x", prompt, list(range(5, 25)), 1), _grouped("x", prompt, [7] * 9)], 64)
+    assert len({r.num_tokens for r in rows}) > 1 and any(r.attn_index is not None for r in rows)
     grads = []
     for compiled in (False, True):
         model = load_model(tiny_model_dir, torch.device("cpu"), grad_checkpointing=False,

@@ -23,8 +23,23 @@ def _ep(n: int, seed: int, vocab: int = 200) -> Episode:
     return Episode(tuple(ids), tuple(mask), (0.0,) * n, advantage=1.0 if seed % 2 else -1.0)
 
 
-def _grads(model_dir, varlen: bool, compile: bool):
-    """Log-probs and gradients of one packed row of three segments, bf16 autocast on CUDA."""
+def _grouped(eps):
+    """The episodes as one instance's samples sharing the first episode's 64-token prompt."""
+    prompt = eps[0].token_ids[:64]
+    return [Episode(prompt + e.token_ids[64:], (0,) * 64 + e.loss_mask[64:], e.logprobs,
+                    advantage=e.advantage, instance_id="x") for e in eps]
+
+
+def _action_logprobs(logp: torch.Tensor, row) -> torch.Tensor:
+    """Action-token log-probs ordered by (episode, position): comparable across row layouts."""
+    idx = row.loss_mask.nonzero().squeeze(-1)
+    order = sorted(idx.tolist(), key=lambda t: (int(row.seq_ids[t]), int(row.position_ids[t])))
+    return logp[torch.tensor(order)]
+
+
+def _grads(model_dir, varlen: bool, compile: bool, grouped: bool = False, share: bool = False):
+    """Log-probs and gradients of one packed row of three segments, bf16 autocast on CUDA.
+    `grouped`: the three are one instance's samples; `share`: the row stores their prompt once."""
     import trainer.forward as forward
     from trainer.engine_torch import load_model
     from trainer.forward import packed_logprobs
@@ -32,11 +47,14 @@ def _grads(model_dir, varlen: bool, compile: bool):
     try:
         model = load_model(model_dir, torch.device("cuda"), grad_checkpointing=False,
                            compile=compile)
-        (row,) = pack([_ep(300, 1), _ep(77, 2), _ep(512, 3)], 1024)
+        eps = [_ep(300, 1), _ep(77, 2), _ep(512, 3)]
+        (row,) = pack(_grouped(eps) if grouped else eps, 1024, share_prefix=share)
+        assert (row.attn_index is not None) == (grouped and share)
         with torch.autocast("cuda", dtype=torch.bfloat16):
             logp, _ = packed_logprobs(model, row)
         (logp * row.loss_mask.cuda() * row.advantages.cuda()).sum().backward()
-        return logp.detach().float().cpu(), {n: p.grad.float().cpu() for n, p in model.named_parameters()}
+        return (_action_logprobs(logp.detach().float().cpu(), row),
+                {n: p.grad.float().cpu() for n, p in model.named_parameters()})
     finally:
         forward.USE_VARLEN = True
 
@@ -66,3 +84,10 @@ def test_varlen_attention_matches_per_segment_sdpa(tiny_model_dir):
 def test_compiled_varlen_matches_eager(tiny_model_dir):
     _assert_close(_grads(tiny_model_dir, varlen=True, compile=True),
                   _grads(tiny_model_dir, varlen=True, compile=False))
+
+
+@pytest.mark.parametrize("varlen", [True, False])
+def test_shared_prefix_matches_plain_packing(tiny_model_dir, varlen):
+    """A row storing the group's prompt once computes the plain row's log-probs and gradients."""
+    _assert_close(_grads(tiny_model_dir, varlen=varlen, compile=False, grouped=True, share=True),
+                  _grads(tiny_model_dir, varlen=varlen, compile=False, grouped=True, share=False))

@@ -21,10 +21,11 @@ SCRIPT = textwrap.dedent('''
     model_dir, out_dir = sys.argv[1], sys.argv[2]
     g = torch.Generator().manual_seed(0)
     eps = []
-    for i in range(12):
-        ids = tuple(torch.randint(3, 2000, (24,), generator=g).tolist())
+    for i in range(12):                 # 2 instances of 6 episodes sharing an 8-token prompt
+        prompt = tuple(torch.randint(3, 2000, (8,), generator=torch.Generator().manual_seed(i // 6)).tolist())
+        ids = prompt + tuple(torch.randint(3, 2000, (16,), generator=g).tolist())
         eps.append(Episode(ids, (0,) * 8 + (1,) * 16, (0.0,) * 8 + (-7.5,) * 16,
-                           advantage=1.0 if i % 2 else -1.0))
+                           advantage=1.0 if i % 2 else -1.0, instance_id=f"i{i // 6}"))
     cfg = load_config(overrides=["trainer.device=cpu", "trainer.minibatches=6", "trainer.lr=1e-3",
                                  "trainer.warmup_steps=2", "trainer.save_every=1"])
     result = run_dapo(model_dir, eps, cfg, out_dir, on_step=lambda k: (print('STEP', k, flush=True), time.sleep(0.2)))

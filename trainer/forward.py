@@ -87,7 +87,8 @@ def _varlen_attention(query, key, value, scaling, segment_cu, max_len):
 
 
 def segment_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
-                      segment_cu=None, segment_cu_device=None, **kwargs):
+                      segment_cu=None, segment_cu_device=None, attn_index=None, out_index=None,
+                      **kwargs):
     """Causal attention per segment. query (1, H, T, D), key/value (1, Hkv, T, D) -> (1, T, H, D).
 
     `segment_cu` (S + 1,) holds the segment bounds on the CPU (None: one segment). They arrive
@@ -95,7 +96,17 @@ def segment_attention(module, query, key, value, attention_mask, dropout=0.0, sc
     row's lengths. `segment_cu_device`, the same on CUDA, enables the varlen kernel; otherwise
     SDPA runs per segment, cut with `split` (its backward is one concatenation; indexing slices
     would materialise a zero-filled T-long gradient per segment and sum them).
+
+    With shared prefixes (`trainer.packing`), `attn_index` (T_v,) gathers the virtual row, whose
+    bounds `segment_cu` then gives, and `out_index` (T,) takes each stored token's output from it.
+    The gathers' backward sums a shared prefix's key and value gradients over its continuations.
     """
+    if attn_index is not None:                                     # gather whole (H, D) rows
+        query, key, value = (x.transpose(1, 2).index_select(1, attn_index).transpose(1, 2)
+                             for x in (query, key, value))
+        out, _ = segment_attention(module, query, key, value, attention_mask, dropout, scaling,
+                                   segment_cu, segment_cu_device)
+        return out.index_select(1, out_index), None                # (1, T, H, D)
     cu = [0, query.shape[2]] if segment_cu is None else segment_cu.tolist()
     lengths = [e - s for s, e in zip(cu[:-1], cu[1:])]
     out = _varlen_attention(query, key, value, scaling, segment_cu_device, max(lengths))
@@ -160,10 +171,13 @@ def head_logprobs(hidden: torch.Tensor, head: torch.nn.Module, targets: torch.Te
 def hidden_states(model, batch: PackedBatch) -> torch.Tensor:
     """Last hidden states (T, D) of one packed row, segments isolated."""
     device = next(model.parameters()).device
-    cu_device = batch.cu_seqlens.to(device) if device.type == "cuda" else None   # (S + 1,) int32
+    cu = batch.attention_bounds                                    # (S + 1,) int32
+    shared = {} if batch.attn_index is None else {
+        "attn_index": batch.attn_index.to(device), "out_index": batch.out_index.to(device)}
     out = model.base_model(input_ids=batch.input_ids[None].to(device),
                            position_ids=batch.position_ids[None].to(device), use_cache=False,
-                           segment_cu=batch.cu_seqlens, segment_cu_device=cu_device)
+                           segment_cu=cu, segment_cu_device=cu.to(device) if device.type == "cuda"
+                           else None, **shared)
     return out.last_hidden_state[0]                                # (T, D)
 
 
@@ -173,8 +187,9 @@ def packed_logprobs(model, batch: PackedBatch) -> tuple[torch.Tensor, torch.Tens
     device = hidden.device
     idx = batch.loss_mask.nonzero().squeeze(-1).to(device)         # (A,) action positions, all >= 1
     targets = batch.input_ids.to(device)[idx]                      # (A,)
+    pred = idx - 1 if batch.prev_index is None else batch.prev_index.to(device)[idx]  # (A,)
     head = model.get_output_embeddings()                           # D -> V
-    logp_a, ent_a = head_logprobs(hidden[idx - 1], head, targets)  # (A,), (A,)
+    logp_a, ent_a = head_logprobs(hidden[pred], head, targets)     # (A,), (A,)
     logp = torch.zeros(batch.num_tokens, device=device, dtype=logp_a.dtype).index_put((idx,), logp_a)
     ent = torch.zeros(batch.num_tokens, device=device, dtype=ent_a.dtype).index_put((idx,), ent_a)
     return logp, ent                                               # (T,), (T,)

@@ -134,7 +134,7 @@ class _Totals:
         n = b.num_actions
         self.loss += float(loss.detach())
         self.actions += n
-        self.tokens += b.num_tokens
+        self.tokens += b.episode_tokens
         metrics = {**metrics, "entropy": float((entropy.detach().cpu() * b.loss_mask).sum() / max(n, 1))}
         for key, value in metrics.items():
             self.sums[key] = self.sums.get(key, 0.0) + value * n
@@ -190,7 +190,8 @@ def _sft(phase: str, model_dir: Path, episodes: list[Episode], cfg: Config, out_
          on_step) -> TrainResult:
     t = cfg.trainer
     plan = step_plan(len(episodes), t.sft_batch_size, t.rft_epochs, t.seed)
-    steps = [pack([episodes[i] for i in idx], t.pack_tokens) for idx in plan]
+    steps = [pack([episodes[i] for i in idx], t.pack_tokens, share_prefix=t.share_prefix)
+             for idx in plan]
     counts = [sum(b.num_actions for b in batches) for batches in steps]
     run = _open(phase, model_dir, cfg, out_dir, lr=t.rft_lr, total_steps=len(steps),
                 schedule=t.schedule, on_step=on_step)
@@ -252,7 +253,8 @@ def run_dapo(model_dir: Path, episodes: Sequence[Episode], cfg: Config, out_dir:
         return TrainResult(Path(model_dir), [])
     per_step = math.ceil(len(eps) / max(t.minibatches, 1))
     plan = step_plan(len(eps), per_step, t.epochs, t.seed)
-    steps = [pack([eps[i] for i in idx], t.pack_tokens) for idx in plan]
+    steps = [pack([eps[i] for i in idx], t.pack_tokens, share_prefix=t.share_prefix)
+             for idx in plan]
     phase = "grpo" if cfg.algorithm.name == "grpo" else "dapo"
     run = _open(phase, model_dir, cfg, out_dir, lr=t.lr, total_steps=len(steps),
                 schedule="constant", on_step=on_step)
@@ -269,8 +271,8 @@ def _pair_steps(pairs, cfg: Config):
     t = cfg.trainer
     plan = step_plan(len(pairs), t.dpo_batch_pairs, t.epochs, t.seed)
     flats = [[e for i in idx for e in pairs[i]] for idx in plan]
-    return plan, [pack(f, t.pack_tokens, groups=[[2 * p, 2 * p + 1] for p in range(len(f) // 2)])
-                  for f in flats]
+    return plan, [pack(f, t.pack_tokens, groups=[[2 * p, 2 * p + 1] for p in range(len(f) // 2)],
+                       share_prefix=t.share_prefix) for f in flats]
 
 
 def _sequence_sums(logp: torch.Tensor, b: PackedBatch) -> dict[int, torch.Tensor]:
