@@ -89,6 +89,9 @@ def test_shared_prefix_row_layout_hand_case():
     assert row.input_ids[row.attn_index].tolist() == [*a.token_ids, *b.token_ids, *c.token_ids]
     (plain,) = pack([a, b, c], 100, share_prefix=False)
     assert plain.num_tokens == plain.episode_tokens == 15 and plain.attn_index is None
+    (pair,) = pack([a, b], 100, groups=[[0, 1]])          # a DPO pair shares its prompt too
+    assert pair.input_ids.tolist() == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert pair.attn_index.tolist() == [0, 1, 2, 3, 4, 0, 1, 2, 5, 6, 7]
 
 
 def test_an_instance_over_the_budget_is_cut_into_units_that_each_store_the_prefix():

@@ -209,13 +209,10 @@ def pack(episodes: Sequence[Episode], budget: int,
     """
     if budget <= 0:
         raise ValueError(f"trainer.pack_tokens must be positive, got {budget}.")
-    if groups is not None:
-        units = [(0, sorted(g)) for g in groups]
-        if share_prefix:
-            units = [(shared_prefix([episodes[i] for i in g]), g) for _, g in units]
-    elif share_prefix:
+    if groups is None and share_prefix:
         units = instance_units(episodes, budget)
     else:
-        units = [(0, [i]) for i in range(len(episodes))]
+        sets = [[i] for i in range(len(episodes))] if groups is None else [sorted(g) for g in groups]
+        units = [(shared_prefix([episodes[i] for i in g]) if share_prefix else 0, g) for g in sets]
     bins = first_fit_decreasing([unit_size(episodes, u) for u in units], budget)
     return [pack_row(episodes, sorted((units[u] for u in b), key=lambda u: u[1][0])) for b in bins]
