@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from swe_rlvr.config import Config
+from swe_rlvr.config import Config, TrainerConfig
 from trainer.checkpoint import latest_checkpoint, prune, rng_state, set_rng_state, step_dir
 from trainer.episodes import Episode, strip_guidance, trim_tail
 from trainer.losses import dapo_loss, dpo_loss, grpo_loss, mismatch_metrics, sft_loss
@@ -186,12 +186,19 @@ def _train(run: _Run, steps: list[list[PackedBatch]], loss_fn) -> TrainResult:
     return TrainResult(final, run.rows)
 
 
+def _pack_plan(episodes: Sequence[Episode], plan: list[list[int]],
+               t: TrainerConfig) -> list[list[PackedBatch]]:
+    """Per optimiser step of the plan: its episodes packed into rows (trainer.pack_tokens,
+    trainer.share_prefix)."""
+    return [pack([episodes[i] for i in idx], t.pack_tokens, share_prefix=t.share_prefix)
+            for idx in plan]
+
+
 def _sft(phase: str, model_dir: Path, episodes: list[Episode], cfg: Config, out_dir: Path,
          on_step) -> TrainResult:
     t = cfg.trainer
     plan = step_plan(len(episodes), t.sft_batch_size, t.rft_epochs, t.seed)
-    steps = [pack([episodes[i] for i in idx], t.pack_tokens, share_prefix=t.share_prefix)
-             for idx in plan]
+    steps = _pack_plan(episodes, plan, t)
     counts = [sum(b.num_actions for b in batches) for batches in steps]
     run = _open(phase, model_dir, cfg, out_dir, lr=t.rft_lr, total_steps=len(steps),
                 schedule=t.schedule, on_step=on_step)
@@ -253,8 +260,7 @@ def run_dapo(model_dir: Path, episodes: Sequence[Episode], cfg: Config, out_dir:
         return TrainResult(Path(model_dir), [])
     per_step = math.ceil(len(eps) / max(t.minibatches, 1))
     plan = step_plan(len(eps), per_step, t.epochs, t.seed)
-    steps = [pack([eps[i] for i in idx], t.pack_tokens, share_prefix=t.share_prefix)
-             for idx in plan]
+    steps = _pack_plan(eps, plan, t)
     phase = "grpo" if cfg.algorithm.name == "grpo" else "dapo"
     run = _open(phase, model_dir, cfg, out_dir, lr=t.lr, total_steps=len(steps),
                 schedule="constant", on_step=on_step)

@@ -50,8 +50,6 @@ class PackedBatch:
     advantages: torch.Tensor
     seq_ids: torch.Tensor
     episodes: list[int]
-    episode_tokens: int = 0
-    """Tokens of the row's episodes counted in full (more than num_tokens where prefixes are shared)."""
     prev_index: torch.Tensor | None = None
     """(T,) stored position whose hidden state predicts token t (None: t - 1)."""
     attn_index: torch.Tensor | None = None
@@ -68,6 +66,12 @@ class PackedBatch:
     @property
     def num_actions(self) -> int:
         return int(self.loss_mask.sum())
+
+    @property
+    def episode_tokens(self) -> int:
+        """Tokens of the row's episodes counted in full (more than num_tokens where prefixes are
+        shared)."""
+        return self.num_tokens if self.attn_index is None else int(self.attn_index.numel())
 
     @property
     def attention_bounds(self) -> torch.Tensor:
@@ -179,7 +183,7 @@ def pack_row(episodes: Sequence[Episode], units: Sequence[Unit]) -> PackedBatch:
             attn += [*range(prefix_at, prefix_at + skip), *range(start, len(ids))]
             attn_bounds.append(len(attn))
             out += range(virtual_at + skip, virtual_at + n)
-    shared = any(p for p, members in units if len(members) > 1)
+    shared = any(p for p, _ in units)                # units of one episode have p = 0
     as_long = lambda xs: torch.tensor(xs, dtype=torch.long) if shared else None  # noqa: E731
     return PackedBatch(
         input_ids=torch.tensor(ids, dtype=torch.long),                           # (T,)
@@ -190,7 +194,6 @@ def pack_row(episodes: Sequence[Episode], units: Sequence[Unit]) -> PackedBatch:
         advantages=torch.tensor(adv, dtype=torch.float32),                       # (T,)
         seq_ids=torch.tensor(seq, dtype=torch.long),                             # (T,)
         episodes=sorted(i for _, members in units for i in members),
-        episode_tokens=len(attn),
         prev_index=as_long(prev),                                                # (T,)
         attn_index=as_long(attn),                                                # (T_v,)
         attn_cu=torch.tensor(attn_bounds, dtype=torch.int32) if shared else None,  # (S_v + 1,)
