@@ -55,10 +55,54 @@ def grade_command(args) -> int:
     reports = grade_many(items, sandbox_cfg, repos, workers=args.workers)
     run_dir = Path(args.out) / args.run_id
     write_results(run_dir, args.run_id, predictions, reports)
-    result = summary(reports, submitted=len(predictions))
-    print(f"resolved {result['resolved_instances']}/{result['total_instances']} "
-          f"(errors: {result['error_instances']}); results in {run_dir}")
+    print(grade_table(reports))
+    print(f"results in {run_dir}")
     return 0
+
+
+def outcome(report) -> str:
+    """One word for a report: resolved, unresolved, infra, empty or not-applied."""
+    if report.infra_failure:
+        return "infra"
+    if not report.patch_exists:
+        return "empty"
+    if not report.patch_applied:
+        return "not-applied"
+    return "resolved" if report.resolved else "unresolved"
+
+
+def why(report) -> str:
+    """The first reason a report is not resolved: infra reason, guards, failing tests, notes."""
+    if report.infra_failure:
+        return report.infra_reason.splitlines()[0] if report.infra_reason else ""
+    parts = [g.split(":")[0] + " guard" for g in report.guards]
+    failed = report.f2p_failed + report.p2p_failed
+    if failed and not report.resolved:
+        parts.append(f"failed: {', '.join(failed[:2])}{', ...' if len(failed) > 2 else ''}")
+    parts += [n for n in report.notes if n.startswith(("the patch stops", "running under Python"))]
+    return "; ".join(parts)
+
+
+def grade_table(reports) -> str:
+    """A row per instance (outcome, F2P and P2P passed/total, SWE-bench's own verdict, seconds, why)
+    and a totals line."""
+    def count(ok, bad):
+        return f"{len(ok)}/{len(ok) + len(bad)}"
+    rows = [("instance", "outcome", "F2P", "P2P", "swebench", "s", "why")]
+    for r in reports:
+        rows.append((r.instance_id, outcome(r), count(r.f2p_passed, r.f2p_failed),
+                     count(r.p2p_passed, r.p2p_failed),
+                     "-" if r.infra_failure else ("resolved" if r.reference_resolved else "no"),
+                     f"{r.duration_s:.0f}", why(r)[:160]))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[-1] for row in rows]
+    words = [outcome(r) for r in reports]
+    totals = ", ".join(f"{words.count(w)} {w}" for w in ("resolved", "unresolved", "infra", "empty",
+                                                         "not-applied") if words.count(w))
+    agree = sum(r.reference_resolved == r.resolved for r in reports if not r.infra_failure)
+    lines.append(f"total {len(reports)}: {totals or 'nothing graded'}; SWE-bench's own verdict agrees on "
+                 f"{agree}/{sum(not r.infra_failure for r in reports)}")
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def _with(section, **changes):

@@ -1,21 +1,39 @@
 """Per-instance Python environments for the local backend (SWE-rebench `install_config` style).
 
 `ensure_env` returns the environment whose `bin/` comes first on the sandbox's PATH:
+- a spec with a `build_error` (no SWE-bench spec for a plain record's repo/version, a conda-only
+  spec) raises it as `EnvBuildError`, an infrastructure failure: such an instance never runs in
+  a default environment;
 - fast path: when the spec asks only for the running interpreter's Python version and packages it
   already has (the built-in suite: `pip_packages=("pytest",)`, no install), the running
   interpreter's environment is reused and nothing is built;
-- otherwise a virtualenv is built under `SandboxConfig.env_cache`, keyed by a hash of the spec (and
-  of the repo and base commit when requirement files or an install command read the checkout),
-  under a file lock, and reused by every later sandbox.
+- otherwise a virtualenv is built under `SandboxConfig.env_cache`, keyed by a hash of the spec and
+  of the Python it was built with (and of the repo and base commit when requirement files or an
+  install command read the checkout), under a file lock, and reused by every later sandbox.
+
+A Python the machine lacks is an `EnvBuildError` naming it; with `sandbox.python_fallback` the
+nearest installed one is used instead (`sandbox.pythons`), and `PythonEnv.notes` says so.
+
+The build follows SWE-bench's order: requirement files, `pip_packages`, `pre_install`, then the
+repo's own `install`, with the pip that the interpreter's `ensurepip` bundles (never upgraded:
+3.9.18 bundles 23.0.1, 3.11.7 23.2.1). Those pips still fall back to `setup.py develop` for
+`pip install -e .` of a project whose pinned setuptools has no PEP 660 hook (astroid and pylint
+pin setuptools~=62.6); pip 25.3 and later refuse it.
+
+The repo's own `install` runs in a private copy of the base (`<env>/src`), so an editable install
+points there; the working copy (and its `src/`) go first on PYTHONPATH so the agent's edits are
+what the tests import. What the install generates in the tree and git ignores (setuptools_scm's
+`_version.py`, `*.egg-info`, in-place extension builds) is saved in `<env>/generated`, which every
+working copy gets as an overlay layer above the shared base (or copied over it): the tests then
+see the same tree as after SWE-bench's in-place install, and `diff()` never shows those files.
 
 Simplifications:
 - Builds run on the host with network access and without the command sandbox: their commands come
-  from the dataset, not from the agent. `apt`/`apt-get` lines of `pre_install` are skipped (the
-  Docker backend runs them).
-- The repo's own `install` runs in a private copy of the base (`<env>/src`), so an editable install
-  points there; the working copy (and its `src/`) go first on PYTHONPATH so the agent's edits are
-  what the tests import. Repos whose compiled extensions must be rebuilt after an edit need the
-  Docker backend.
+  from the dataset, not from the agent. `apt`/`apt-get` lines of `pre_install` are skipped with a
+  logged note (the Docker backend runs them).
+- Files the install generates that git does *not* ignore, and tracked files it rewrites, are not
+  carried into working copies: they would show up in `diff()` as the agent's changes.
+- Repos whose compiled extensions must be rebuilt after an edit need the Docker backend.
 """
 
 from __future__ import annotations
@@ -25,6 +43,8 @@ import fcntl
 import functools
 import hashlib
 import json
+import logging
+import shlex
 import shutil
 import subprocess
 import sys
@@ -32,8 +52,17 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from sandbox import pythons
 from sandbox.base import SandboxError
-from sandbox.workspace import sandbox_root
+from sandbox.pythons import find_python  # noqa: F401  (the historical import path)
+from sandbox.workspace import git, sandbox_root
+from swe_rlvr import env_specs
+
+log = logging.getLogger(__name__)
+
+LAYOUT = 2
+"""Bumped when what a built environment holds changes (2: the `generated` layer), so that envs
+cached by older code are rebuilt rather than reused."""
 
 
 class EnvBuildError(SandboxError):
@@ -46,6 +75,11 @@ class PythonEnv:
     """Directory put first on PATH (holds `python`, `pip`, `pytest`)."""
     repo_on_path: bool = False
     """Put the working copy (and its src/) first on PYTHONPATH (the repo was installed)."""
+    layer: str = ""
+    """Directory of the install's generated, git-ignored files, laid over the base checkout in
+    every working copy ("" = none)."""
+    notes: tuple[str, ...] = ()
+    """Warnings for every report graded in this environment (a stand-in Python)."""
 
     def env_vars(self, workdir: str) -> tuple[tuple[str, str], ...]:
         out = [("VIRTUAL_ENV", str(Path(self.bin_dir).parent))]
@@ -54,8 +88,15 @@ class PythonEnv:
         return tuple(out)
 
 
+def check_buildable(instance) -> None:
+    """Raise the spec's `build_error`: the local backend cannot build this environment."""
+    if instance.env.build_error:
+        raise EnvBuildError(f"{instance.instance_id}: {instance.env.build_error}")
+
+
 def ensure_env(instance, cfg, base: Path) -> PythonEnv:
     """The environment for `instance`, reusing the running interpreter when that suffices."""
+    check_buildable(instance)
     if satisfied_by_running(instance.env):
         return PythonEnv(bin_dir=str(Path(sys.executable).parent))
     return build_env(instance, cfg, base)
@@ -65,7 +106,7 @@ def ensure_env(instance, cfg, base: Path) -> PythonEnv:
 def satisfied_by_running(spec) -> bool:
     """True when the spec needs nothing the running interpreter lacks."""
     running = f"{sys.version_info.major}.{sys.version_info.minor}"
-    if spec.python and spec.python != running:
+    if spec.build_error or (spec.python and spec.python != running):
         return False
     if spec.pre_install or spec.reqs_path or spec.install:
         return False
@@ -85,10 +126,13 @@ def _installed(requirement: str) -> bool:
     return req.specifier.contains(version, prereleases=True)
 
 
-def env_key(instance) -> str:
+def env_key(instance, python: str = "", install_env: tuple[tuple[str, str], ...] = ()) -> str:
+    """Hash of what the environment is built from: the spec, the Python actually used (a
+    stand-in differs from `spec.python`), the install's variables, and the checkout if read."""
     spec = instance.env
-    parts = {"python": spec.python, "pre_install": spec.pre_install, "reqs": spec.reqs_path,
-             "pip": spec.pip_packages, "install": spec.install}
+    parts = {"python": python or spec.python, "pre_install": spec.pre_install,
+             "reqs": spec.reqs_path, "pip": spec.pip_packages, "install": spec.install,
+             "origin": spec.origin, "install_env": install_env, "layout": LAYOUT}
     if spec.reqs_path or spec.install or spec.pre_install:
         parts.update(repo=instance.repo, commit=instance.base_commit)
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
@@ -96,19 +140,57 @@ def env_key(instance) -> str:
 
 def build_env(instance, cfg, base: Path) -> PythonEnv:
     """Build (once, under a lock) and return the cached virtualenv for the instance's spec."""
+    spec = instance.env
+    python, version, notes = choose_python(spec.python, cfg.python_fallback)
+    install_env = install_variables(instance, base)
     cache = Path(cfg.env_cache) if cfg.env_cache else sandbox_root(cfg.workdir) / "envs"
-    env_dir = cache / f"{instance.repo.replace('/', '__')}-py{instance.env.python}-{env_key(instance)}"
+    key = env_key(instance, version, install_env)
+    env_dir = cache / f"{instance.repo.replace('/', '__')}-py{version}-{key}"
     env_dir.parent.mkdir(parents=True, exist_ok=True)
     with _locked(env_dir.parent / f"{env_dir.name}.lock"):
         if not (env_dir / ".ready").exists():
             shutil.rmtree(env_dir, ignore_errors=True)
             try:
-                _build(instance.env, env_dir, base)
+                _build(spec, python, env_dir, base, dict(install_env))
             except EnvBuildError:
                 shutil.rmtree(env_dir, ignore_errors=True)
                 raise
             (env_dir / ".ready").write_text("ok")
-    return PythonEnv(bin_dir=str(env_dir / "bin"), repo_on_path=bool(instance.env.install))
+    layer = env_dir / "generated"
+    return PythonEnv(bin_dir=str(env_dir / "bin"), repo_on_path=bool(spec.install),
+                     layer=str(layer) if layer.is_dir() and any(layer.iterdir()) else "",
+                     notes=notes)
+
+
+def choose_python(wanted: str, fallback: bool) -> tuple[str, str, tuple[str, ...]]:
+    """(interpreter, its "major.minor", notes) for a spec asking for Python `wanted`."""
+    found = pythons.find_python(wanted)
+    if found:
+        return found, wanted, ()
+    fix = (f"install Python {wanted} (e.g. `pyenv install {wanted}`, `uv python install "
+           f"{wanted}`, or apt-get install python{wanted}-venv), or use the Docker backend "
+           f"(sandbox.backend=docker) with the instance's image")
+    if not fallback:
+        raise EnvBuildError(f"Python {wanted} is needed for this instance but no python{wanted} "
+                            f"that runs is on PATH, in pyenv or in uv's Pythons; {fix}. Or set "
+                            f"sandbox.python_fallback=true to build it with the nearest "
+                            f"installed Python.")
+    nearest = pythons.nearest_python(wanted, pythons.installed_versions())
+    if not nearest:
+        raise EnvBuildError(f"Python {wanted} is needed for this instance, and no Python of "
+                            f"the same major version is installed to stand in for it; {fix}.")
+    note = (f"Python {wanted} is not installed; this environment was built with Python {nearest} "
+            f"instead (sandbox.python_fallback=true), so results may differ from the official "
+            f"harness. To fix: {fix}.")
+    return pythons.find_python(nearest), nearest, (note,)
+
+
+def install_variables(instance, base: Path) -> tuple[tuple[str, str], ...]:
+    """Variables for the install step: a SWE-bench-spec install gets the record's version as the
+    setuptools_scm version (the repo store's clones are shallow and tagless)."""
+    if instance.env.origin != env_specs.SWEBENCH or not instance.env.install:
+        return ()
+    return env_specs.scm_pretend_env(base, instance.version)
 
 
 @contextlib.contextmanager
@@ -121,49 +203,68 @@ def _locked(path: Path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _build(spec, env_dir: Path, base: Path) -> None:
-    _create_venv(spec.python, env_dir, with_pip=bool(spec.reqs_path or spec.pip_packages or spec.install))
+def _build(spec, python: str, env_dir: Path, base: Path, install_env: dict) -> None:
+    with_pip = bool(spec.reqs_path or spec.pip_packages or spec.install)
+    _run([python, "-m", "venv", *([] if with_pip else ["--without-pip"]), str(env_dir)],
+         f"creating a virtualenv with {python}")
     src = env_dir / "src"
     subprocess.run(["cp", "-a", f"{base}/.", str(src)], check=True)
-    for line in spec.pre_install:
-        if line.split()[:1] not in (["apt"], ["apt-get"], ["sudo"]):
-            _step(line, src, env_dir)
-    for req in spec.reqs_path:
-        _step(f"python -m pip install -r {req}", src, env_dir)
+    for req in _requirement_files(spec, src, env_dir):
+        _step(f"python -m pip install -r {shlex.quote(req)}", src, env_dir)
     if spec.pip_packages:
-        _step("python -m pip install " + " ".join(f"'{p}'" for p in spec.pip_packages), src, env_dir)
+        _step("python -m pip install " + " ".join(map(shlex.quote, spec.pip_packages)), src, env_dir)
+    kept = [line for line in spec.pre_install if not _system_package_line(line)]
+    for line in sorted(set(spec.pre_install) - set(kept)):
+        log.warning("environment %s: skipped `%s` (system packages need the Docker backend)",
+                    env_dir.name, line)
+    if kept:  # one script, as SWE-bench runs them: a variable one line sets, the next one reads
+        _step("\n".join(["set -euo pipefail", *kept]), src, env_dir)
     if spec.install:
-        _step(spec.install, src, env_dir)
+        _step(spec.install, src, env_dir, install_env)
+    save_generated(src, env_dir / "generated")
 
 
-def find_python(version: str) -> str | None:
-    """An interpreter for `version` that actually runs: on PATH, else in pyenv's versions."""
-    import os
-    pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
-    candidates = [shutil.which(f"python{version}")]
-    candidates += sorted(str(p) for p in pyenv_root.glob(f"versions/{version}.*/bin/python{version}"))
-    for candidate in filter(None, candidates):
-        if subprocess.run([candidate, "-c", "import venv"], capture_output=True).returncode == 0:
-            return candidate
-    return None
+def _system_package_line(line: str) -> bool:
+    return line.split()[:1] in (["apt"], ["apt-get"], ["sudo"])
 
 
-def _create_venv(version: str, env_dir: Path, with_pip: bool) -> None:
-    python = find_python(version)
-    if python:
-        pip = [] if with_pip else ["--without-pip"]
-        _run([python, "-m", "venv", *pip, str(env_dir)], f"creating a Python {version} virtualenv")
-    elif shutil.which("uv"):
-        _run(["uv", "venv", "--seed", "--python", version, str(env_dir)], f"uv venv --python {version}")
-    else:
-        raise EnvBuildError(f"Python {version} is needed for this instance but python{version} is not "
-                            f"on PATH and uv is not installed; install it (e.g. `uv python install "
-                            f"{version}`, pyenv, or apt-get install python{version}-venv).")
+def _requirement_files(spec, src: Path, env_dir: Path) -> list[str]:
+    """Requirement files to `pip install -r`: every `reqs_path` of an install_config; for a
+    SWE-bench spec, the first candidate that exists, cleaned as SWE-bench cleans it."""
+    if spec.origin != env_specs.SWEBENCH or not spec.reqs_path:
+        return list(spec.reqs_path)
+    found = env_specs.requirements_text(src, spec.reqs_path)
+    if found is None:
+        raise EnvBuildError(f"None of the requirement files SWE-bench's spec names "
+                            f"({', '.join(spec.reqs_path)}) exists at the base commit; check the "
+                            f"instance's base_commit, or give it an install_config.")
+    target = env_dir / env_specs.REQUIREMENTS_FILE
+    target.write_text(found[1])
+    return [str(target)]
 
 
-def _step(command: str, cwd: Path, env_dir: Path) -> None:
+def save_generated(src: Path, layer: Path) -> None:
+    """Copy what git ignores and does not track in `src` (the install's outputs) into `layer`,
+    at the same relative paths, keeping the parents' modes and times."""
+    layer.mkdir()
+    listed = git("ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory",
+                 cwd=src).stdout
+    for rel in filter(None, (item.rstrip("/") for item in listed.split("\0"))):
+        origin, dest = src / rel, layer / rel
+        for parent in reversed(Path(rel).parents[:-1]):
+            if not (layer / parent).exists():
+                (layer / parent).mkdir()
+                shutil.copystat(src / parent, layer / parent)
+        if origin.is_dir() and not origin.is_symlink():
+            shutil.copytree(origin, dest, symlinks=True)
+        else:
+            shutil.copy2(origin, dest, follow_symlinks=False)
+
+
+def _step(command: str, cwd: Path, env_dir: Path, extra: dict | None = None) -> None:
     env = {"PATH": f"{env_dir / 'bin'}:/usr/local/bin:/usr/bin:/bin", "HOME": str(env_dir),
-           "VIRTUAL_ENV": str(env_dir), "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
+           "VIRTUAL_ENV": str(env_dir), "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1",
+           **(extra or {})}
     _run(["bash", "-c", command], f"`{command}`", cwd=cwd, env=env)
 
 

@@ -1,4 +1,4 @@
-"""Grade a patch the way SWE-bench does, and fail closed.
+"""Grade a patch the way SWE-bench does; add evidence, never silently take a resolution away.
 
 Steps, each in a fresh sandbox at the base commit (nothing of the agent's sandbox survives but the
 patch text):
@@ -6,52 +6,76 @@ patch text):
    (the method is recorded); a patch touching `.git/` is refused;
 2. reset *protected* files to the base (`git checkout <base> -- f`, or delete them where the base
    lacks them): every file the test patch touches, and every `conftest.py` the model patch touches;
-3. apply the test patch; run `env.test_cmd + test files` (an instance with an `eval_script` on the
-   docker backend runs that script instead) and parse the log;
-4. FAIL_TO_PASS / PASS_TO_PASS results and SWE-bench's FULL / PARTIAL / NO resolution.
+3. apply the test patch; run `env.test_cmd` plus the test files it does not already name (an
+   instance with an `eval_script` on the docker backend runs that script instead);
+4. **the reference verdict**: SWE-bench's own parser for the repository reads the log, and
+   SWE-bench's own report and resolution logic decide FULL / PARTIAL / NO (`sandbox.reference`).
 
-Fail-closed rules beyond SWE-bench (each has a regression test in tests/test_grading_*.py):
-- a test passes only with status PASSED or XFAIL; missing, SKIPPED, FAILED and ERROR all fail,
-  for P2P as for F2P (SWE-bench leaves skipped tests out of both lists);
-- the pytest exit code must agree with the log: 0 with any failure, 1 with none, or any other code
-  (interrupted, internal error, no tests) makes every test of the run count as failed;
-- pytest also writes a junit XML report to a fresh directory outside the working copy, in the
-  grading sandbox's private temp dir (`-p no:cacheprovider` is in the default command); a test
-  passes only if the junit report agrees. Printing fake "PASSED" lines therefore gains nothing.
-  A patch that changes pytest's behaviour in-process could still forge both, which is why
-  model-patch conftest.py changes are reset (a genuine fix that needs a conftest change loses;
-  that trade-off is deliberate). The report's directory has a fixed name (`JUNIT_DIR`): pytest
-  echoes it into the log, and logs must repeat between reruns; a random name would hide nothing
-  from the tests, which see it in their own argv. The separator the report travels behind in the
-  output stays random.
-- infrastructure failures (repository or environment missing, the sandbox failing, the test patch
-  not applying to the base) set `infra_failure` with a reason: "no sample", never a 0 reward;
-- a test run that times out is *not* an infrastructure failure: as in SWE-bench, the patch is
-  graded on what the log shows, and the contradicting exit code fails every test. Otherwise a
-  patch that hangs the tests would escape its 0 reward by being dropped as "no sample".
+**Did the tests run?** When no FAIL_TO_PASS or PASS_TO_PASS test reported any result (no
+interpreter, exit 127; nothing collected; a crash in collection; a usage error; an empty log), the
+run says nothing about the patch. With no patch, that is an infrastructure failure with its reason
+("no sample": never a 0 reward). With a patch, the grader runs the same tests once without it (the
+*control*, cached per instance): if they do not run either, it is an infrastructure failure; if
+they do, the patch itself stopped the suite, and it is graded unresolved with that reason.
+Otherwise a policy could turn any failure into "no sample" by breaking the test run.
+
+**Does the gold patch resolve here?** A zero is given only where a correct fix could score one:
+when a patch does not resolve, the instance's gold patch is graded too (`sandbox.gold_check`,
+once per instance and process; grading gold itself answers it). If gold does not resolve in this
+environment (an unpinned dependency that drifted, a stand-in Python), the report is an
+infrastructure failure that names the tests gold fails. The policy cannot influence that run.
+
+**Guards** are this project's additions; each can only turn a passing test into a failing one,
+and every time it does, the report names the guard and the tests (`GradeReport.guards`), so a
+verdict that differs from SWE-bench's always says why (`reference_resolved` holds SWE-bench's):
+- `junit`: pytest also writes a junit XML report to a fixed directory in the grading sandbox's
+  private temp dir (`JUNIT_DIR`; a random separator carries it out of the output). A test passes
+  only if some junit testcase under the same key passed, keyed as SWE-bench keys it (ids cut at
+  their first space stand for every parametrisation that shares the prefix). So printed
+  "PASSED ..." lines gain nothing. No readable report after a run that reported results fails
+  every passing test.
+- `exit_code`: pytest's exit code must agree with its short test summary (0 with no FAILED/ERROR
+  line there, 1 with some); any other code after results (interrupted, internal error, killed, a
+  timeout) fails every passing test. Only the summary section is read, never captured output, so
+  a fix whose tests log `ERROR ...` lines is not punished.
+- `skipped_f2p`: SWE-bench leaves a skipped test out of both lists, so a FAIL_TO_PASS test that
+  skips would count for nothing; here it fails. (A skipped PASS_TO_PASS test counts as maintained,
+  as in SWE-bench: tests like pylint's `needs_two_cores` skip on small machines.)
+A patch that changes pytest's behaviour in-process could still forge log, junit and exit code at
+once, which is why model-patch conftest.py changes are reset (a genuine fix that needs a conftest
+change loses; that trade-off is deliberate).
+
+Infrastructure failures (repository or environment missing, the sandbox failing, the test patch
+not applying to the base, a suite that does not run) set `infra_failure` with a reason.
+The eval-script path (docker) applies no exit-code or junit guard: the script's exit status is its
+last command's, and it writes no junit report.
 
 Simplifications: FAIL_TO_FAIL and PASS_TO_FAIL are reported empty (instances here carry no such
-lists). The eval-script path trusts the script's own markers and skips the exit-code/junit checks.
+lists).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import secrets
 import shlex
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from sandbox import reference
 from sandbox.base import SandboxError
-from sandbox.logparse import OK, junit_key, junit_statuses, parse_log
+from sandbox.logparse import OK, FAILED, SKIPPED, junit_index, junit_key, reported_failures
 from swe_rlvr.instances import patch_files
 
 GRADING_OUTPUT_BYTES = 16 << 20
 EXCERPT_CHARS = 4000
 PATCH_FILE = ".git/swe-rlvr-model.patch"
 TEST_PATCH_FILE = ".git/swe-rlvr-test.patch"
+START_MARK, END_MARK = ">>>>> Start Test Output", ">>>>> End Test Output"
 JUNIT_DIR = "${TMPDIR:-/tmp}/swe-rlvr-grade"
 """Where pytest writes its junit report: outside the working copy, fixed (see the docstring)."""
 GIT = "git -c core.hooksPath=/dev/null -c core.fsmonitor=false"
@@ -80,6 +104,10 @@ class GradeReport:
     p2p_failed: tuple[str, ...] = ()
     resolution: str = "NO"
     resolved: bool = False
+    reference_resolved: bool = False
+    """What SWE-bench's parser and resolution logic alone say about the same log."""
+    guards: tuple[str, ...] = ()
+    """"<guard>: <what it saw>" for every guard that failed a test SWE-bench let pass."""
     infra_failure: bool = False
     infra_reason: str = ""
     log: str = ""
@@ -88,14 +116,16 @@ class GradeReport:
 
     def to_row(self) -> dict:
         """One `validations.parquet` row (exactly the VALIDATIONS columns)."""
+        lines = [f"[grader] {n}\n" for n in self.notes] + [f"[guard] {g}\n" for g in self.guards]
         return {"episode_id": self.episode_id, "instance_id": self.instance_id,
                 "patch_applied": self.patch_applied, "apply_method": self.apply_method,
                 "tests_status_json": json.dumps(self.tests_status, sort_keys=True),
                 "f2p_passed": list(self.f2p_passed), "f2p_failed": list(self.f2p_failed),
                 "p2p_passed": list(self.p2p_passed), "p2p_failed": list(self.p2p_failed),
                 "resolution": self.resolution, "resolved": self.resolved,
+                "reference_resolved": self.reference_resolved, "guards": list(self.guards),
                 "infra_failure": self.infra_failure, "infra_reason": self.infra_reason,
-                "log_excerpt": excerpt("".join(f"[grader] {n}\n" for n in self.notes) + self.log), "duration_s": self.duration_s}
+                "log_excerpt": excerpt("".join(lines) + self.log), "duration_s": self.duration_s}
 
     def to_swebench(self) -> dict:
         """The entry of SWE-bench's per-instance report.json."""
@@ -106,6 +136,33 @@ class GradeReport:
             "tests_status": {"FAIL_TO_PASS": lists(self.f2p_passed, self.f2p_failed),
                              "PASS_TO_PASS": lists(self.p2p_passed, self.p2p_failed),
                              "FAIL_TO_FAIL": lists((), ()), "PASS_TO_FAIL": lists((), ())}}}
+
+
+@dataclass(frozen=True)
+class SuiteRun:
+    """What one run of an instance's tests left: the evidence every verdict is computed from."""
+
+    log: str
+    """The test command's output: what SWE-bench's parser reads."""
+    exit_code: int
+    timed_out: bool = False
+    junit_xml: str | None = None
+    """pytest's junit report ("" when none was written); None when it was not asked for."""
+    script: bool = False
+    """The record's own eval_script ran (its exit status is its last command's)."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    statuses: dict[str, str]
+    """SWE-bench's status map with every guard's failures applied."""
+    reference: dict[str, str]
+    """SWE-bench's status map of the log, untouched."""
+    ran: bool
+    """Some FAIL_TO_PASS or PASS_TO_PASS test reported a result."""
+    not_run_reason: str = ""
+    guards: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
 
 def excerpt(log: str, limit: int = EXCERPT_CHARS) -> str:
@@ -144,24 +201,116 @@ def grade_many(items, cfg, repo_store, workers: int, progress: bool = True) -> l
         return [f.result() for f in futures]
 
 
+def grade_run(instance, run: SuiteRun, junit: bool, patch_applied: bool = True) -> GradeReport:
+    """The report for a recorded test run, decided as `grade` decides it, without a sandbox (and so
+    without the control run that a run in which no graded test reported would get)."""
+    report = GradeReport(instance_id=instance.instance_id, patch_exists=patch_applied,
+                         patch_applied=patch_applied)
+    verdict = judge(instance, run, junit)
+    return score(instance, report, verdict, run.log, verdict.notes)
+
+
 # --------------------------------------------------------------------------- steps
 
 
 def _grade(instance, model_patch: str, cfg, repo_store, report: GradeReport) -> GradeReport:
-    from sandbox import open_sandbox
     cfg = dataclasses.replace(cfg, output_limit_bytes=max(cfg.output_limit_bytes, GRADING_OUTPUT_BYTES))
+    attempt = _attempt(instance, model_patch, cfg, repo_store)
+    if attempt.run is None:  # the patch did not apply
+        return dataclasses.replace(report, log=attempt.apply_log, f2p_failed=instance.fail_to_pass,
+                                   p2p_failed=instance.pass_to_pass)
+    report = dataclasses.replace(report, patch_applied=attempt.applied, apply_method=attempt.method)
+    verdict = judge(instance, attempt.run, junit=uses_junit(instance, cfg))
+    notes = attempt.notes
+    if not verdict.ran:
+        if not report.patch_exists:
+            raise InfraFailure(f"The test suite did not run: {verdict.not_run_reason}. {NOT_RUN_FIX}")
+        runs, why = control_run(instance, cfg, repo_store)
+        if not runs:
+            raise InfraFailure(f"The test suite did not run, even without the model patch: {why}. "
+                               f"{NOT_RUN_FIX}")
+        notes += (f"the patch stops the test suite from running ({verdict.not_run_reason}); "
+                  f"without it the suite runs",)
+    report = score(instance, report, verdict, attempt.run.log, notes + verdict.notes)
+    if not report.resolved and cfg.gold_check and instance.patch.strip():
+        is_gold = model_patch == instance.patch
+        reproduces, why = gold_check(instance, cfg, repo_store, report if is_gold else None)
+        if not reproduces:
+            raise InfraFailure(f"The environment does not reproduce this instance: its gold patch does "
+                               f"not resolve it ({why}). No patch can be graded fairly here; fix the "
+                               f"environment (install_config pins, python) or drop the instance "
+                               f"(sandbox.gold_check=false grades it anyway)")
+    return report
+
+
+NOT_RUN_FIX = ("Check the instance's environment (python, install, test_cmd); grading its gold patch "
+               "(`swe-rlvr grade --predictions gold`) shows the same")
+
+
+@dataclass(frozen=True)
+class Attempt:
+    run: SuiteRun | None
+    """None when a non-empty patch did not apply."""
+    applied: bool = False
+    method: str = ""
+    apply_log: str = ""
+    notes: tuple[str, ...] = ()
+
+
+def _attempt(instance, model_patch: str, cfg, repo_store) -> Attempt:
+    """Apply the patch, prepare the tests and run them, in one fresh sandbox."""
+    from sandbox import open_sandbox
     with open_sandbox(instance, cfg, repo_store) as sb:
-        notes: list[str] = []
-        if report.patch_exists:
-            method, apply_log = apply_model_patch(sb, model_patch)
-            if not method:
-                return dataclasses.replace(report, log=apply_log, f2p_failed=instance.fail_to_pass,
-                                           p2p_failed=instance.pass_to_pass)
-            report = dataclasses.replace(report, patch_applied=True, apply_method=method)
-            notes += reset_protected_note(instance, model_patch)
-        prepare_tests(sb, instance, model_patch if report.patch_applied else "")
-        statuses, log, run_notes = run_tests(sb, instance, cfg)
-    return score(instance, report, statuses, log, tuple(notes + run_notes))
+        notes = tuple(getattr(sb, "env_notes", ()))
+        if not (model_patch and model_patch.strip()):
+            prepare_tests(sb, instance, "")
+            return Attempt(run=run_tests(sb, instance, cfg), notes=notes)
+        method, apply_log = apply_model_patch(sb, model_patch)
+        if not method:
+            return Attempt(run=None, apply_log=apply_log, notes=notes)
+        prepare_tests(sb, instance, model_patch)
+        return Attempt(run=run_tests(sb, instance, cfg), applied=True, method=method,
+                       notes=notes + tuple(reset_protected_note(instance, model_patch)))
+
+
+_ONCE: dict[tuple[str, str], tuple[bool, str]] = {}
+_ONCE_LOCKS: dict[tuple[str, str], threading.Lock] = {}
+_ONCE_GUARD = threading.Lock()
+
+
+def _once(kind: str, instance, cfg, compute) -> tuple[bool, str]:
+    """`compute()` once per (kind, instance, environment, backend) in a process, across threads."""
+    key = (kind, hashlib.sha256(json.dumps([instance.to_row(), cfg.backend, cfg.docker_image, cfg.junit,
+                                            cfg.python_fallback], sort_keys=True, default=str).encode()).hexdigest())
+    with _ONCE_GUARD:
+        lock = _ONCE_LOCKS.setdefault(key, threading.Lock())
+    with lock:
+        if key not in _ONCE:
+            _ONCE[key] = compute()
+        return _ONCE[key]
+
+
+def control_run(instance, cfg, repo_store) -> tuple[bool, str]:
+    """Do the instance's tests run at all without a model patch? (ran, why not)."""
+    def compute():
+        verdict = judge(instance, _attempt(instance, "", cfg, repo_store).run, junit=uses_junit(instance, cfg))
+        return verdict.ran, verdict.not_run_reason
+    return _once("control", instance, cfg, compute)
+
+
+def gold_check(instance, cfg, repo_store, report: GradeReport | None = None) -> tuple[bool, str]:
+    """Does the instance's gold patch resolve it in this environment? (resolved, why not). A
+    report of the gold patch itself, when given, is the answer (and is remembered)."""
+    def compute():
+        gold = report or grade(instance, instance.patch, dataclasses.replace(cfg, gold_check=False), repo_store)
+        if gold.resolved:
+            return True, ""
+        if gold.infra_failure:
+            return False, gold.infra_reason.splitlines()[0][:400]
+        failed = gold.f2p_failed + gold.p2p_failed
+        return False, (f"it fails {len(failed)} tests: {', '.join(failed[:3])}{', ...' if len(failed) > 3 else ''}"
+                       + (f"; guards: {'; '.join(gold.guards)[:300]}" if gold.guards else ""))
+    return _once("gold", instance, cfg, compute)
 
 
 def apply_model_patch(sb, patch: str) -> tuple[str, str]:
@@ -208,93 +357,147 @@ def prepare_tests(sb, instance, model_patch: str) -> None:
                            f"{result.output[-800:]}")
 
 
-def run_tests(sb, instance, cfg) -> tuple[dict[str, str], str, list[str]]:
-    """Run the tests; statuses failed closed against the exit code and the junit report."""
+def uses_junit(instance, cfg) -> bool:
+    """Whether the run writes (and the verdict checks) pytest's junit report."""
+    return (cfg.junit and reference.is_pytest(instance) and "pytest" in instance.env.test_cmd
+            and not (instance.env.eval_script and cfg.backend == "docker"))
+
+
+def run_tests(sb, instance, cfg) -> SuiteRun:
+    """Run the instance's tests once; the junit report travels after a random separator."""
     if instance.env.eval_script and cfg.backend == "docker":
         result = _run(sb, instance.env.eval_script, cfg)
-        return parse_log(result.output, instance.log_parser), result.output, ["ran eval_script"]
-    files = " ".join(shlex.quote(f) for f in instance.test_files() if f.endswith(".py"))
+        return SuiteRun(log=script_section(result.output), exit_code=result.exit_code,
+                       timed_out=result.timed_out, script=True)
+    named = set(shlex.split(instance.env.test_cmd))
+    files = " ".join(shlex.quote(f) for f in instance.test_files() if f.endswith(".py") and f not in named)
     existing = f"$(for f in {files}; do [ -e \"$f\" ] && printf '%s ' \"$f\"; done)" if files else ""
-    is_pytest = instance.log_parser == "pytest" and "pytest" in instance.env.test_cmd
-    use_junit = cfg.junit and is_pytest
+    use_junit = uses_junit(instance, cfg)
     token = secrets.token_hex(16)
     junit = f" --junitxml={JUNIT_DIR}/junit.xml" if use_junit else ""
     cmd = f"rm -rf {JUNIT_DIR}; mkdir -p {JUNIT_DIR}; {instance.env.test_cmd}{junit} {existing}"
-    if use_junit:  # the report travels after a random separator, in the same command
+    if use_junit:
         cmd += f"\ncode=$?; echo; echo {token}; cat {JUNIT_DIR}/junit.xml 2>/dev/null; exit $code"
     result = _run(sb, cmd, cfg)
-    log, _, xml = result.output.rpartition(f"\n{token}\n") if use_junit else ("", "", "")
-    log = log if use_junit else result.output
-    statuses, notes = parse_log(log, instance.log_parser), []
-    if is_pytest:
-        statuses, notes = check_exit_code(statuses, result.exit_code)
-    if use_junit:
-        statuses, more = cross_check_junit(statuses, xml)
-        notes += more
-    if result.timed_out:
-        notes.append(f"the test run timed out after {cfg.test_timeout_s:.0f} s "
-                     "(sandbox.test_timeout_s): every test it did not finish fails")
-    return statuses, log, notes
+    if not use_junit:
+        return SuiteRun(log=result.output, exit_code=result.exit_code, timed_out=result.timed_out)
+    log, found, xml = result.output.rpartition(f"\n{token}\n")
+    if not found:  # killed before the separator (a timeout): everything is log
+        log, xml = result.output, ""
+    return SuiteRun(log=log, exit_code=result.exit_code, timed_out=result.timed_out, junit_xml=xml)
 
 
 def _run(sb, cmd: str, cfg):
     return sb.execute(cmd, timeout=cfg.test_timeout_s)
 
 
-def check_exit_code(statuses: dict[str, str], exit_code: int) -> tuple[dict[str, str], list[str]]:
-    """Fail every test when pytest's exit code contradicts the log (see the module docstring)."""
-    failures = any(s not in OK and s != "SKIPPED" for s in statuses.values())
-    consistent = (exit_code == 0 and not failures and statuses) or (exit_code == 1 and failures)
-    if consistent:
-        return statuses, []
-    note = f"exit code {exit_code} contradicts the log ({len(statuses)} tests, failures={failures})"
-    return {t: "FAILED" for t in statuses}, [note]
+def script_section(output: str) -> str:
+    """The part of an eval script's output between SWE-bench's start/end markers, as SWE-bench's
+    `get_logs_eval` reads it (the whole output when the markers are missing)."""
+    start, end = output.find(START_MARK), output.find(END_MARK, output.find(START_MARK) + 1)
+    if start != -1 and end > start:
+        return output[start + len(START_MARK):end]
+    return output
 
 
-def cross_check_junit(statuses: dict[str, str], xml_text: str) -> tuple[dict[str, str], list[str]]:
-    """A test passes only if the junit report says so too; no readable report fails them all."""
-    try:
-        junit = junit_statuses(xml_text) if xml_text.strip() else None
-    except Exception:  # noqa: BLE001 - any unreadable report means: trust nothing
-        junit = None
-    if junit is None:
-        return {t: "FAILED" for t in statuses}, ["no readable junit report: every test failed"]
-    out, disagree = {}, []
-    for test, status in statuses.items():
-        other = junit.get(junit_key(test))
-        if status in OK and (other is None or other not in OK) and "::" in test:
-            out[test] = "FAILED"
-            disagree.append(test)
-        else:
-            out[test] = status
-    return out, [f"junit disagrees on {len(disagree)} tests: {disagree[:5]}"] if disagree else []
+# --------------------------------------------------------------------------- the verdict
 
 
-def score(instance, report: GradeReport, statuses: dict[str, str], log: str,
-          notes: tuple[str, ...]) -> GradeReport:
-    """F2P/P2P lists and SWE-bench's resolution from the parsed statuses."""
-    passed = lambda t: statuses.get(t) in OK  # noqa: E731 - missing and skipped fail
-    f2p_ok = tuple(t for t in instance.fail_to_pass if passed(t))
-    f2p_bad = tuple(t for t in instance.fail_to_pass if not passed(t))
-    p2p_ok = tuple(t for t in instance.pass_to_pass if passed(t))
-    p2p_bad = tuple(t for t in instance.pass_to_pass if not passed(t))
-    resolution = resolution_status(len(f2p_ok), len(f2p_bad), len(p2p_ok), len(p2p_bad))
-    resolved = resolution == "FULL" and report.patch_applied
+def judge(instance, run: SuiteRun, junit: bool) -> Verdict:
+    """SWE-bench's statuses of the run's log, then the guards (see the module docstring)."""
+    parse = reference.instance_parser(instance)
+    ref = parse(run.log)
+    index = None
+    if junit and run.junit_xml:
+        try:
+            index = junit_index(run.junit_xml, parse)
+        except Exception:  # noqa: BLE001 - an unreadable report is no evidence of a pass
+            index = None
+    listed = list(dict.fromkeys(instance.fail_to_pass + instance.pass_to_pass))
+    ran = any(t in ref for t in listed) or bool(index and any(junit_key(t) in index for t in listed))
+    notes = ("the test run timed out",) if run.timed_out else ()
+    if not ran:
+        return Verdict(statuses=dict(ref), reference=ref, ran=False,
+                       not_run_reason=why_not_run(run), notes=notes)
+    statuses, guards = dict(ref), []
+    for name, guard in GUARDS:
+        failed, detail = guard(instance, run, statuses, listed, junit, index)
+        failed = [t for t in failed if statuses.get(t) in NOT_FAILED]  # guards only add failures
+        if failed:
+            statuses.update({t: FAILED for t in failed})
+            shown = ", ".join(failed[:5]) + (", ..." if len(failed) > 5 else "")
+            guards.append(f"{name}: {detail} ({len(failed)} tests: {shown})")
+    return Verdict(statuses=statuses, reference=ref, ran=True, guards=tuple(guards), notes=notes)
+
+
+def _junit_guard(instance, run, statuses, listed, junit, index):
+    if not junit:
+        return [], ""
+    passing = [t for t in listed if statuses.get(t) in OK]
+    if index is None:
+        return passing, "no readable junit report, though the log reports results"
+    bad = [t for t in passing if not any(s in OK for s in index.get(junit_key(t), ()))]
+    return bad, "the log says passed, the junit report does not"
+
+
+def _exit_code_guard(instance, run, statuses, listed, junit, index):
+    if run.script or not reference.is_pytest(instance):
+        return [], ""
+    passing = [t for t in listed if statuses.get(t) in OK]
+    if run.timed_out:
+        return passing, f"the test run timed out (exit {run.exit_code}); its results are incomplete"
+    if run.exit_code not in (0, 1):
+        return passing, f"pytest exited {run.exit_code} ({EXIT_MEANING.get(run.exit_code, 'killed or crashed')}) after reporting results"
+    failures = reported_failures(run.log)
+    if failures is None and index is not None:
+        failures = sum(s not in OK and s != SKIPPED for statuses_ in index.values() for s in statuses_)
+    if failures is None or (run.exit_code == 0) == (failures == 0):
+        return [], ""
+    return passing, f"pytest exited {run.exit_code} but its summary reports {failures} failures"
+
+
+def _skipped_f2p_guard(instance, run, statuses, listed, junit, index):
+    return ([t for t in instance.fail_to_pass if statuses.get(t) == SKIPPED],
+            "a FAIL_TO_PASS test skipped, so it shows no fix")
+
+
+GUARDS = (("junit", _junit_guard), ("exit_code", _exit_code_guard), ("skipped_f2p", _skipped_f2p_guard))
+NOT_FAILED = OK + (SKIPPED,)
+"""What SWE-bench does not count as a failure: the only statuses a guard may turn into FAILED."""
+
+EXIT_MEANING = {2: "interrupted, e.g. by errors during collection", 3: "internal error",
+                4: "usage error", 5: "no tests collected", 124: "timed out",
+                126: "the test command is not executable", 127: "the test command was not found"}
+
+
+def why_not_run(run: SuiteRun) -> str:
+    """Why a run reported no graded test, in one line, with the log's last words."""
+    tail = " | ".join(line.strip() for line in run.log.strip().splitlines()[-3:] if line.strip())
+    if not run.log.strip():
+        what = f"the test command printed nothing (exit {run.exit_code})"
+    elif run.timed_out:
+        what = "the test run timed out before any graded test reported"
+    elif run.exit_code in EXIT_MEANING:
+        what = f"exit {run.exit_code}: {EXIT_MEANING[run.exit_code]}"
+    else:
+        what = f"no FAIL_TO_PASS or PASS_TO_PASS test reported a result (exit {run.exit_code})"
+    return what + (f"; the log ends: {tail[-400:]}" if tail else "")
+
+
+def score(instance, report: GradeReport, verdict: Verdict, log: str, notes: tuple[str, ...]) -> GradeReport:
+    """F2P/P2P lists and the resolution, by SWE-bench's logic, with and without the guards."""
+    statuses = verdict.statuses if verdict.ran else {}
+    tests = reference.tests_report(instance, statuses)
+    resolution = reference.resolution(tests) if report.patch_applied else "NO"
+    ref_resolved = (verdict.ran and report.patch_applied
+                    and reference.resolution(reference.tests_report(instance, verdict.reference)) == "FULL")
+    lists = lambda name, key: tuple(tests[name][key])  # noqa: E731
     return dataclasses.replace(
-        report, tests_status=statuses, f2p_passed=f2p_ok, f2p_failed=f2p_bad, p2p_passed=p2p_ok,
-        p2p_failed=p2p_bad, resolution=resolution if report.patch_applied else "NO",
-        resolved=resolved, log=log, notes=notes)
-
-
-def resolution_status(f2p_ok: int, f2p_bad: int, p2p_ok: int, p2p_bad: int) -> str:
-    """SWE-bench's ResolvedStatus: FULL if both rates are 1, PARTIAL if 0 < F2P < 1 with P2P 1."""
-    f2p = f2p_ok / (f2p_ok + f2p_bad) if f2p_ok + f2p_bad else 1.0
-    p2p = p2p_ok / (p2p_ok + p2p_bad) if p2p_ok + p2p_bad else 1.0
-    if f2p == 1 and p2p == 1:
-        return "FULL"
-    if 0 < f2p < 1 and p2p == 1:
-        return "PARTIAL"
-    return "NO"
+        report, tests_status=verdict.statuses, f2p_passed=lists("FAIL_TO_PASS", "success"),
+        f2p_failed=lists("FAIL_TO_PASS", "failure"), p2p_passed=lists("PASS_TO_PASS", "success"),
+        p2p_failed=lists("PASS_TO_PASS", "failure"), resolution=resolution,
+        resolved=resolution == "FULL", reference_resolved=ref_resolved, guards=verdict.guards,
+        log=log, notes=notes)
 
 
 def summary(reports: list[GradeReport], submitted: int | None = None) -> dict:

@@ -52,10 +52,12 @@ its shell exits, as in a fresh SWE-agent action (`kill_scope` says how they are 
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -202,16 +204,27 @@ def kill_scope(jail: Jail) -> str:
 
 
 def runner_python(jail: Jail) -> str:
-    """An interpreter the jail can run (the runner needs only the standard library): this
-    process's own, else the instance environment's, else the system's python3."""
+    """An interpreter the jail can run (the runner needs only the standard library, of Python
+    3.8 or later): this process's own, else the instance environment's, else the system's
+    python3. An environment of an old Python (SWE-bench's 3.5 and 3.6 specs) is skipped."""
     candidates = [sys.executable, str(Path(jail.env_bin, "python")) if jail.env_bin else "",
                   shutil.which("python3", path=SYSTEM_PATH) or ""]
     for candidate in filter(None, candidates):
         real = os.path.realpath(candidate)
-        if os.access(real, os.X_OK) and _visible(jail, str(Path(real).parent.parent)):
+        if os.access(real, os.X_OK) and _visible(jail, str(Path(real).parent.parent)) and _runs_runner(real):
             return real
-    raise SandboxError("No Python interpreter is visible inside the sandbox; install python3 "
-                       "under /usr or give the instance an environment (sandbox.env_cache).")
+    raise SandboxError("No Python 3.8 or later is visible inside the sandbox to run its commands; "
+                       "install python3 under /usr or give the instance an environment "
+                       "(sandbox.env_cache).")
+
+
+@functools.lru_cache(maxsize=64)
+def _runs_runner(python: str) -> bool:
+    if python == os.path.realpath(sys.executable):
+        return True
+    probe = subprocess.run([python, "-c", "import sys; sys.exit(sys.version_info < (3, 8))"],
+                           capture_output=True)
+    return probe.returncode == 0
 
 
 def _visible(jail: Jail, path: str) -> bool:

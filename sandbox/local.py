@@ -33,13 +33,18 @@ class LocalSandbox:
 
     def __init__(self, instance, cfg, repo_store):
         self.instance, self.cfg = instance, cfg
+        environments.check_buildable(instance)  # first: a missing repo would hide the reason
         self.root = workspace.sandbox_root(cfg.workdir)
         level = isolation.choose_level(cfg.isolation)
         repo_dir = ensure_repo(instance, repo_store, clone=cfg.clone_missing)
         sha = workspace.resolve_commit(repo_dir, instance.base_commit)
         base = workspace.base_checkout(repo_dir, sha, self.root)
         pyenv = environments.ensure_env(instance, cfg, base)
-        self.copy = workspace.create_working_copy(base, sha, self.root, cfg.ttl_s, cfg.working_copy)
+        self.env_notes: tuple[str, ...] = pyenv.notes
+        """Warnings about the environment that every report graded here carries (a stand-in
+        Python under `sandbox.python_fallback`)."""
+        self.copy = workspace.create_working_copy(base, sha, self.root, cfg.ttl_s, cfg.working_copy,
+                                                  layer=pyenv.layer)
         self.workdir = isolation.command_dir(level, self.copy.repo)  # what the prompt names
         self.jail = self._jail(cfg, level, pyenv, Path(repo_store))
         self.executor = Executor(self.jail)

@@ -9,7 +9,10 @@ bubblewrap hides the whole `bases/` directory from commands.
 A *working copy* lives in `<root>/copies/wc-*/` next to a marker file (owner pid, its start time,
 creation time, TTL). Where the kernel allows (root, overlayfs) the repo is an overlay over the base
 (~1 ms); elsewhere it is a `cp -a --reflink=auto` copy. Hard links are deliberately not used: a
-file's owner may chmod it writable and the write would leak into the shared base.
+file's owner may chmod it writable and the write would leak into the shared base. An environment
+may add a `layer` (the git-ignored files its install generated, see `sandbox.environments`): a
+second lower layer above the base, or copied over the copy. It holds only ignored files, so the
+base stays shared by every environment of its commit and `diff()` is unchanged.
 
 `sweep` removes working copies whose owner died or whose TTL passed, unmounting their overlays and
 killing processes still tagged with their id. Simplification: overlays are mounted in the host's
@@ -130,8 +133,10 @@ class WorkingCopy:
         return self.path.name
 
 
-def create_working_copy(base: Path, sha: str, root: Path, ttl_s: int, mode: str = "auto") -> WorkingCopy:
-    """A fresh writable copy of `base` (`mode`: auto | overlay | copy), labelled with a marker."""
+def create_working_copy(base: Path, sha: str, root: Path, ttl_s: int, mode: str = "auto",
+                        layer: str | Path = "") -> WorkingCopy:
+    """A fresh writable copy of `base` with `layer` (if any) over it (`mode`: auto | overlay |
+    copy), labelled with a marker."""
     if mode not in ("auto", "overlay", "copy"):
         raise SandboxError(f"Unknown working_copy {mode!r}; choose one of: auto, overlay, copy.")
     path = Path(tempfile.mkdtemp(dir=root / "copies", prefix="wc-"))
@@ -140,13 +145,15 @@ def create_working_copy(base: Path, sha: str, root: Path, ttl_s: int, mode: str 
     for d in (repo, tmp, path / "upper", path / "work"):
         d.mkdir()
     os.chmod(tmp, 0o1777)
-    mounted = mode != "copy" and _mount_overlay(base, path)
+    lowers = [Path(layer), base] if layer else [base]
+    mounted = mode != "copy" and _mount_overlay(lowers, path)
     if mode == "overlay" and not mounted:
         remove_working_copy(path)
         raise SandboxError("overlayfs is not available here (it needs root and kernel support); "
                            "set sandbox.working_copy=auto or copy.")
     if not mounted:
-        _copy_tree(base, repo)
+        for lower in reversed(lowers):
+            _copy_tree(lower, repo)
     return WorkingCopy(path=path, repo=repo, tmp=tmp, base=base, sha=sha, mounted=mounted)
 
 
@@ -156,11 +163,13 @@ def write_marker(path: Path, ttl_s: int) -> None:
     (path / MARKER).write_text(json.dumps(marker))
 
 
-def _mount_overlay(base: Path, path: Path) -> bool:
+def _mount_overlay(lowers: list[Path], path: Path) -> bool:
+    """Mount `lowers` (topmost first) with a fresh upper layer at `path/repo`."""
     if os.geteuid() != 0:
         return False
-    shutil.copystat(base, path / "upper")
-    options = f"lowerdir={base},upperdir={path / 'upper'},workdir={path / 'work'}".encode()
+    shutil.copystat(lowers[-1], path / "upper")
+    lowerdir = ":".join(str(p) for p in lowers)
+    options = f"lowerdir={lowerdir},upperdir={path / 'upper'},workdir={path / 'work'}".encode()
     rc = _libc.mount(b"overlay", str(path / "repo").encode(), b"overlay", 0, options)
     return rc == 0
 

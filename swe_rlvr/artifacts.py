@@ -15,6 +15,7 @@ _ENV = pa.struct([
     ("python", pa.string()), ("pre_install", pa.list_(pa.string())),
     ("reqs_path", pa.list_(pa.string())), ("pip_packages", pa.list_(pa.string())),
     ("install", pa.string()), ("test_cmd", pa.string()), ("eval_script", pa.string()),
+    ("origin", pa.string()), ("build_error", pa.string()),
 ])
 
 INSTANCES = pa.schema([
@@ -63,6 +64,8 @@ VALIDATIONS = pa.schema([
     ("p2p_failed", pa.list_(pa.string())),
     ("resolution", pa.string()),          # FULL | PARTIAL | NO
     ("resolved", pa.bool_()),
+    ("reference_resolved", pa.bool_()),   # SWE-bench's own verdict on the same log
+    ("guards", pa.list_(pa.string())),    # "<guard>: <what it saw>" where a guard failed tests
     ("infra_failure", pa.bool_()),
     ("infra_reason", pa.string()),
     ("log_excerpt", pa.string()),
@@ -122,9 +125,11 @@ EVAL = pa.schema([
 ])
 
 SCHEMAS: dict[str, tuple[pa.Schema, int]] = {
-    "instances": (INSTANCES, 1),
+    # v2: a plain SWE-bench record's env is SWE-bench's spec (or a build_error), where v1 held a
+    # default that ran its tests in swe-rlvr's own interpreter; v1 files would still do that.
+    "instances": (INSTANCES, 2),
     "rollouts": (ROLLOUTS, 1),
-    "validations": (VALIDATIONS, 1),
+    "validations": (VALIDATIONS, 2),
     "guidance": (GUIDANCE, 1),
     "rewards": (REWARDS, 1),
     "train_metrics": (TRAIN_METRICS, 1),

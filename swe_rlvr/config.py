@@ -74,7 +74,13 @@ class SandboxConfig:
     workdir: str = ""
     """Where working copies live ("" = a temp directory)."""
     env_cache: str = ""
-    """Where per-instance virtualenvs are cached by spec hash ("" = <run_root>/.cache/envs)."""
+    """Where per-instance virtualenvs are cached by spec hash ("" = `envs/` beside the working
+    copies: under `workdir`, or the per-user temp directory when that is "")."""
+    python_fallback: bool = False
+    """Local backend: build an instance whose Python is not installed with the nearest installed
+    one (same major, closest minor, the older on a tie) instead of failing it as an
+    infrastructure failure. Off by default: a stand-in Python can change results (SWE-bench's
+    specs ask for 3.9 and older), so every report of such an instance carries a warning."""
     docker_image: str = ""
     """Docker image for every instance ("" = the instance's own image name)."""
     docker_cpus: float = 1.0
@@ -88,6 +94,11 @@ class SandboxConfig:
     """Clone a repository missing from the repo store from github.com (needs network)."""
     junit: bool = True
     """Grading: also write pytest's junit XML outside the working copy and cross-check the log."""
+    gold_check: bool = True
+    """Grading: when a patch does not resolve, grade the instance's gold patch too (once per
+    instance and process); if gold does not resolve either, this environment does not reproduce
+    the instance, and the report is an infrastructure failure that names the tests gold fails
+    (no sample), not a 0 that a correct fix would also get."""
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,15 @@ class EnvSpec:
     """Test command; the grader appends the test files of the test patch."""
     eval_script: str = ""
     """SWE-bench's full evaluation script, when the source ships one (run in its Docker image)."""
+    origin: str = ""
+    """Where the spec comes from: "" (the record's install_config, or written by hand) or
+    "swebench" (SWE-bench's spec for the repo and version, see `swe_rlvr.env_specs`). A
+    "swebench" spec's `reqs_path` lists candidates of which the first that exists is installed,
+    and its install gets the record's version as the setuptools_scm version."""
+    build_error: str = ""
+    """Why the local backend cannot build this environment ("" = it can): no SWE-bench spec for
+    the repo and version, or a conda-only spec. The local backend raises it as an infrastructure
+    failure; the Docker backend uses the instance's image and ignores it."""
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,9 @@
 Formats (picked by `format=`, or detected from the columns with "auto"):
 - swe-bench (also Verified and Lite) and swe-gym: Hub columns; FAIL_TO_PASS / PASS_TO_PASS as
   JSON-encoded strings or real lists; optional `image`, `eval_script`, `log_parser`, `split`,
-  `difficulty` (Verified's "<15 min fix" ... ">4 hours" become easy/medium/hard).
+  `difficulty` (Verified's "<15 min fix" ... ">4 hours" become easy/medium/hard). The `EnvSpec`
+  is SWE-bench's spec for the repo and version (`swe_rlvr.env_specs`; swebench is imported only
+  when a file holds such a record).
 - swe-rebench: the same columns plus an `install_config` mapping (python, pre_install, reqs_path,
   pip_packages, install, test_cmd) that becomes the `EnvSpec`, `meta` (kept in `meta_json`) and
   an image under `image_name` or `docker_image`.
@@ -24,8 +26,10 @@ Simplifications and assumptions:
 - `log_parser` is reduced to the output family that a parser must understand: SWE-bench's
   `parse_log_django` -> "django", `parse_log_sympy` -> "sympy", and every other (pytest-based)
   parser -> "pytest". The original name stays in `meta_json` under `log_parser`.
-- The test command of a SWE-bench record is not extracted from `eval_script`; the script is kept
-  whole in `EnvSpec.eval_script` for the Docker backend, and `test_cmd` keeps its default.
+- The test command of a SWE-bench record is its spec's `test_cmd`, not parsed out of
+  `eval_script`; the script is kept whole in `EnvSpec.eval_script` for the Docker backend.
+- `install_config_from_recipe` turns a verified recipe (recipes.jsonl of the real dev set) into a
+  SWE-rebench `install_config`, so a plain record plus its recipe loads as a SWE-rebench record.
 - Columns that no field takes are kept in `meta_json` (values that JSON cannot hold as strings).
 """
 
@@ -35,10 +39,12 @@ import datetime as _dt
 import importlib
 import json
 import re
+import shlex
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
+from swe_rlvr.env_specs import swebench_env
 from swe_rlvr.instances import DEFAULT_TEST_CMD, SOURCES, SPLITS, EnvSpec, Instance
 from swe_rlvr.patches import reverse_patch
 
@@ -374,13 +380,18 @@ def _common(raw: dict, source: str) -> dict:
 
 
 def from_swe_bench(raw: dict, source: str = "swe-bench") -> Instance:
-    """A SWE-bench / Verified / Lite / SWE-Gym record."""
+    """A SWE-bench / Verified / Lite / SWE-Gym record; its environment is SWE-bench's spec."""
+    common = _common(raw, source)
     return Instance(
-        **_common(raw, source), base_commit=_text(raw, "base_commit", nonempty=True),
+        **common, base_commit=_text(raw, "base_commit", nonempty=True),
         patch=_patch(raw, "patch"), test_patch=_patch(raw, "test_patch"),
-        env=EnvSpec(eval_script=_text(raw, "eval_script", required=False)),
-        meta_json=_meta_json(raw, _SWE_BENCH_KEYS),
+        env=_spec_env(raw, common), meta_json=_meta_json(raw, _SWE_BENCH_KEYS),
     )
+
+
+def _spec_env(raw: dict, common: dict) -> EnvSpec:
+    return swebench_env(common["repo"], common["version"], image=common["image"],
+                        eval_script=_text(raw, "eval_script", required=False))
 
 
 def from_swe_rebench(raw: dict) -> Instance:
@@ -455,6 +466,33 @@ def _strings(config: dict, name: str, split: bool,
     raise _Bad(f"{where}.{name}", f"must be a list of strings, got {_kind(value)}")
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def install_config_from_recipe(recipe: dict) -> dict:
+    """A verified recipe (python, pinned_requirements, install_cmd, install_env, test_cmd) as a
+    SWE-rebench `install_config`. install_config has no field for variables, so `install_env`
+    becomes a shell prefix of the install command (`VAR=value pip install -e .`); the value is
+    then part of the command, and of the environment's cache key."""
+    who = f"recipe {recipe.get('instance_id', '')!r}"
+    for name in ("python", "install_cmd", "test_cmd"):
+        if not isinstance(recipe.get(name), str) or not recipe[name].strip():
+            raise ValueError(f"{who}: field {name!r} must be a non-empty string, got "
+                             f"{_kind(recipe.get(name))}; fix the recipe.")
+    pins = recipe.get("pinned_requirements") or []
+    if not isinstance(pins, list) or not all(isinstance(p, str) for p in pins):
+        raise ValueError(f"{who}: field 'pinned_requirements' must be a list of requirement "
+                         f"strings, got {_kind(pins)}.")
+    env = recipe.get("install_env") or {}
+    bad = [k for k in env if not _ENV_NAME.fullmatch(str(k)) or not isinstance(env[k], str)]
+    if not isinstance(env, dict) or bad:
+        raise ValueError(f"{who}: field 'install_env' must map variable names to string values, "
+                         f"got {_kind(env if not isinstance(env, dict) else bad[0])}.")
+    prefix = "".join(f"{k}={shlex.quote(v)} " for k, v in sorted(env.items()))
+    return {"python": recipe["python"], "pip_packages": list(pins),
+            "install": prefix + recipe["install_cmd"], "test_cmd": recipe["test_cmd"]}
+
+
 _MIRROR_COMMIT = re.compile(r"\.([0-9a-f]{7,40})$")
 
 
@@ -470,6 +508,7 @@ def from_swe_smith(raw: dict) -> Instance:
     return Instance(
         **common, base_commit=_text(raw, "base_commit", required=False) or common["instance_id"],
         patch=fix, test_patch=_patch(raw, "test_patch", required=False),
+        env=_spec_env(raw, common),
         meta_json=_meta_json(raw, _SWE_BENCH_KEYS | {"base_commit"}, extra),
     )
 

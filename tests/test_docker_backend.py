@@ -375,3 +375,24 @@ def test_builtin_suite_gold_resolves_and_empty_patch_does_not(docker_client, tmp
     for inst, report in zip(instances, empty):
         assert not report.resolved and not report.infra_failure, (inst.instance_id,
                                                                    report.infra_reason)
+
+
+def test_a_suite_that_cannot_run_is_an_infrastructure_failure_on_docker(docker_client, tmp_path):
+    """No interpreter in the image (exit 127), through the test command and through a record's
+    eval_script: the suite never ran, with the gold patch or without one. No sample, never a 0."""
+    from dataclasses import replace
+
+    from builtin_support import builtin_sample
+    from sandbox.grading import grade
+    try:
+        inst = builtin_sample()[0]
+    except FileNotFoundError as exc:
+        pytest.skip(f"the built-in suite is not generated yet: {exc}")
+    script = "set -uxo pipefail\n: '>>>>> Start Test Output'\npython2.1 -m pytest -rA\n: '>>>>> End Test Output'\n"
+    cases = (replace(inst, env=replace(inst.env, test_cmd="python2.1 -m pytest -rA")),
+             replace(inst, instance_id=inst.instance_id + "-script", env=replace(inst.env, eval_script=script)))
+    for case in cases:
+        for patch in ("", case.patch):
+            report = grade(case, patch, SandboxConfig(backend="docker"), tmp_path / "repos")
+            assert report.infra_failure and not report.resolved, (case.instance_id, patch[:20])
+            assert "python2.1" in report.infra_reason and "command not found" in report.infra_reason

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from sandbox.grading import grade, grade_many, resolution_status, summary
+from sandbox.grading import grade, grade_many, summary
 from swe_rlvr.artifacts import VALIDATIONS, table
 from test_sandbox_support import BUGGY, diff_of, make_instance, sandbox_config, store  # noqa: F401
 
@@ -41,21 +41,26 @@ def test_report_json_matches_swebench(setup):
 
 
 def test_skipped_fail_to_pass_test_fails(setup):
-    """SWE-bench leaves a skipped test out of both lists; here a skipped F2P test is a failure."""
+    """`-rA` reports a skip as "SKIPPED [1] path:line: reason", with no test id, so SWE-bench's
+    parser finds no status for the FAIL_TO_PASS test, and a missing test fails. (Where a log does
+    name a skipped F2P test, the skipped_f2p guard fails it: tests/test_grading_logparse.py.)"""
     inst, cfg, store = setup
     inst = replace(inst, test_patch=diff_of(store / "acme__calc", {"tests/test_core.py": (
         (store / "acme__calc/tests/test_core.py").read_text()
         + "\n\nimport pytest\n\n\n@pytest.mark.skip\ndef test_add():\n    assert False\n")}))
-    report = grade(inst, inst.patch, cfg, store)
-    assert report.tests_status.get("tests/test_core.py::test_add", "SKIPPED") == "SKIPPED"
+    report = grade(inst, inst.patch, replace(cfg, gold_check=False), store)  # gold itself fails here
     assert not report.resolved and report.f2p_failed == inst.fail_to_pass
+    assert not report.reference_resolved and not report.infra_failure
 
 
 def test_missing_test_fails(setup):
     inst, cfg, store = setup
     inst = replace(inst, fail_to_pass=inst.fail_to_pass + ("tests/test_core.py::test_not_there",))
-    report = grade(inst, inst.patch, cfg, store)
+    report = grade(inst, inst.patch, replace(cfg, gold_check=False), store)
     assert not report.resolved and report.resolution == "PARTIAL"
+    checked = grade(inst, inst.patch, cfg, store)   # gold cannot resolve this: no fair grade here
+    assert checked.infra_failure and "gold patch does not resolve it (it fails 1 tests: " \
+        "tests/test_core.py::test_not_there)" in checked.infra_reason
     assert report.f2p_failed == ("tests/test_core.py::test_not_there",)
 
 
@@ -81,6 +86,18 @@ def test_missing_repository_is_an_infrastructure_failure(setup):
     assert report.infra_failure and "acme__gone" in report.infra_reason and not report.resolved
 
 
+def test_a_missing_interpreter_is_an_infrastructure_failure_not_unresolved(setup):
+    """The test command's interpreter is not there (exit 127): the suite never ran, with the gold
+    patch or without one. That is "no sample" with its reason, never a reward of 0."""
+    inst, cfg, store = setup
+    inst = replace(inst, env=replace(inst.env, test_cmd="python2.1 -m pytest -rA -p no:cacheprovider"))
+    for patch in ("", inst.patch):
+        report = grade(inst, patch, cfg, store)
+        assert report.infra_failure and not report.resolved, patch
+        assert "exit 127: the test command was not found" in report.infra_reason
+        assert "python2.1" in report.infra_reason
+
+
 def test_a_patch_that_hangs_the_tests_fails_rather_than_escaping_as_no_sample(setup):
     """A patch whose code sleeps forever must not be dropped as an infrastructure failure
     ("no sample"): that would let a policy dodge its 0 reward by hanging the test run. As in
@@ -92,14 +109,6 @@ def test_a_patch_that_hangs_the_tests_fails_rather_than_escaping_as_no_sample(se
     assert not report.infra_failure and not report.resolved
     assert any("timed out" in note for note in report.notes)
     assert "timed out" in report.to_row()["log_excerpt"]
-
-
-def test_resolution_status_follows_swebench():
-    assert resolution_status(2, 0, 3, 0) == "FULL"
-    assert resolution_status(1, 1, 3, 0) == "PARTIAL"
-    assert resolution_status(1, 1, 2, 1) == "NO"
-    assert resolution_status(0, 2, 3, 0) == "NO"
-    assert resolution_status(0, 0, 0, 0) == "FULL"   # SWE-bench: empty lists count as rate 1
 
 
 def test_summary_counts(setup):

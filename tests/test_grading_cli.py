@@ -32,9 +32,13 @@ def run(files, store, tmp_path, predictions):
                  "--run-id", "r1", "--set", f"sandbox.workdir={cfg.workdir}"])
 
 
-def test_grade_writes_swebench_layout_and_overwrites_stale_results(files, store, tmp_path):
+def test_grade_writes_swebench_layout_and_overwrites_stale_results(files, store, tmp_path, capsys):
     inst, _, preds = files
     assert run(files, store, tmp_path, preds) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].split() == ["instance", "outcome", "F2P", "P2P", "swebench", "s", "why"]
+    assert printed[1].split()[:5] == [inst.instance_id, "resolved", "1/1", "2/2", "resolved"]
+    assert printed[2] == "total 1: 1 resolved; SWE-bench's own verdict agrees on 1/1"
     run_dir = tmp_path / "out" / "r1"
     report = json.loads((run_dir / "org__m" / inst.instance_id / "report.json").read_text())
     assert report[inst.instance_id]["resolved"] is True

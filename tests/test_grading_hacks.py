@@ -54,13 +54,17 @@ def test_printing_fake_passed_lines_gains_nothing(setup):
 
 def test_fake_passed_lines_with_a_clean_exit_gain_nothing(setup):
     """The patch prints fake PASSED lines and then `os._exit(0)`s at import, so pytest never
-    runs a test but exits 0. No junit report is written, so every test fails."""
+    runs a test but exits 0. pytest had captured the lines, and `os._exit` drops them, so no graded
+    test reports anything: the suite "did not run". That must not become an infrastructure failure
+    ("no sample", a way to dodge a 0): the grader runs the tests without the patch, they run, so
+    the patch is what stopped them, and it scores zero."""
     inst, cfg, store, repo = setup
     fake = "".join(f"print('PASSED {t}')\n" for t in inst.fail_to_pass + inst.pass_to_pass)
     patch = diff_of(repo, {"calc/__init__.py": fake + "import os\nos._exit(0)\n"})
     report = grade(inst, patch, cfg, store)
     assert not report.resolved and report.f2p_failed == inst.fail_to_pass
-    assert any("junit" in note for note in report.notes)
+    assert not report.infra_failure and not report.reference_resolved
+    assert any(n.startswith("the patch stops the test suite from running") for n in report.notes)
 
 
 def test_conftest_that_marks_everything_passed_is_reset(setup):
@@ -79,11 +83,13 @@ def test_conftest_that_marks_everything_passed_is_reset(setup):
 
 def test_crashing_at_exit_after_passing_is_not_resolved(setup):
     """The fix is right but the patch kills the interpreter at exit with status 3: the log says
-    every test passed while the exit code says the run failed. A contradiction scores zero."""
+    every test passed while the exit code says the run failed. SWE-bench reads only the log and
+    would call it resolved; the exit_code guard scores the contradiction zero and names it."""
     inst, cfg, store, repo = setup
     patch = diff_of(repo, {"calc/core.py": FIXED + "\nimport atexit, os\natexit.register(os._exit, 3)\n"})
     report = grade(inst, patch, cfg, store)
-    assert not report.resolved and any("contradicts" in note for note in report.notes)
+    assert not report.resolved and report.reference_resolved
+    assert [g.split(":")[0] for g in report.guards] == ["exit_code"] and "exited 3" in report.guards[0]
 
 
 def test_rewriting_git_history_in_the_sandbox_gains_nothing(setup):

@@ -1,117 +1,209 @@
-"""Log parsers and the fail-closed cross-checks, on hand-written logs shaped like SWE-bench's."""
+"""Hand-made logs, each the shape of a real one that a grader got wrong, graded through `grade()`.
+
+The `replay` backend (tests/grading_replay.py) hands the grader a recorded test run instead of
+running one, so each log goes through the whole path: SWE-bench's parser, the guards, "did the
+tests run?" and the control run. The pure pieces (summary section, junit keys) are tested by hand.
+"""
 
 from __future__ import annotations
 
-from sandbox.grading import check_exit_code, cross_check_junit
-from sandbox.logparse import junit_key, junit_statuses, parse_log
+from dataclasses import replace
 
-PYTEST_RA = """\
-============================= test session starts ==============================
-collected 5 items
+import pytest
 
-tests/test_a.py ..F.x                                                    [100%]
+from grading_replay import Recorded, junit_xml, replay
+from sandbox.grading import SuiteRun, grade, judge
+from sandbox.logparse import junit_index, junit_key, reported_failures, summary_section
+from sandbox.reference import parser
+from swe_rlvr.config import SandboxConfig
+from swe_rlvr.instances import Instance
 
-=================================== FAILURES ===================================
-___________________________________ test_bad ___________________________________
-E       assert 1 == 2
-=========================== short test summary info ============================
-PASSED tests/test_a.py::test_one
-PASSED tests/test_a.py::TestK::test_two[1-2]
-PASSED tests/test_a.py::test_space[a b]
-XFAIL tests/test_a.py::test_known - reason: flaky
-SKIPPED [1] tests/test_a.py:40: no network
-FAILED tests/test_a.py::test_bad - assert 1 == 2
-==================== 1 failed, 3 passed, 1 xfailed in 0.12s ====================
-"""
+CFG = SandboxConfig(backend="replay", gold_check=False)
+PATCH = ("diff --git a/pkg/core.py b/pkg/core.py\n--- a/pkg/core.py\n+++ b/pkg/core.py\n"
+         "@@ -1 +1 @@\n-x = 1\n+x = 2\n")
 
 
-def test_pytest_short_summary():
-    got = parse_log(PYTEST_RA, "pytest")
-    assert got["tests/test_a.py::test_one"] == "PASSED"
-    assert got["tests/test_a.py::TestK::test_two[1-2]"] == "PASSED"
-    assert got["tests/test_a.py::test_known"] == "XFAIL"
-    assert got["tests/test_a.py::test_bad"] == "FAILED"
-    # ids with spaces: the full id and SWE-bench's first-token spelling are both recorded
-    assert got["tests/test_a.py::test_space[a b]"] == "PASSED"
-    assert got["tests/test_a.py::test_space[a"] == "PASSED"
-    assert not any(k.startswith("[") for k in got)   # "SKIPPED [1] path:line" names no test
+def instance(f2p, p2p=(), repo="acme/fmt", **kw) -> Instance:
+    return Instance(instance_id=f"{repo.replace('/', '__')}-1", repo=repo, base_commit="0" * 40,
+                    problem_statement="bug", patch=PATCH, test_patch="", fail_to_pass=tuple(f2p),
+                    pass_to_pass=tuple(p2p), **kw)
 
 
-def test_pytest_verbose_lines_and_colour():
-    log = ("tests/t.py::test_a PASSED                                   [ 50%]\n"
-           "\x1b[32mtests/t.py::test_b FAILED\x1b[0m                     [100%]\n"
-           "tests/t.py::test_c XPASS                                   [100%]\n")
-    got = parse_log(log, "pytest")
-    assert got == {"tests/t.py::test_a": "PASSED", "tests/t.py::test_b": "FAILED",
-                   "tests/t.py::test_c": "FAILED"}
+def pytest_log(*summary: str, body: str = "", final: str = "2 passed in 0.05s") -> str:
+    return ("============================= test session starts ==============================\n"
+            "collected 2 items\n\ntests/test_fmt.py ..                                  [100%]\n\n"
+            + body + "=========================== short test summary info ============================\n"
+            + "".join(line + "\n" for line in summary) + f"============================== {final} ===============================\n")
 
 
-def test_worst_status_wins():
-    """PASSED in the call and ERROR in teardown: SWE-bench keeps the last line; we keep ERROR."""
-    log = "PASSED tests/t.py::test_a\nERROR tests/t.py::test_a - teardown boom\nPASSED tests/t.py::test_a\n"
-    assert parse_log(log, "pytest") == {"tests/t.py::test_a": "ERROR"}
+# --------------------------------------------------------------------------- the four bugs
 
 
-def test_markers_limit_the_parsed_section():
-    log = ("PASSED tests/t.py::test_fake\n>>>>> Start Test Output\nFAILED tests/t.py::test_a\n"
-           ">>>>> End Test Output\nPASSED tests/t.py::test_after\n")
-    assert parse_log(log, "pytest") == {"tests/t.py::test_a": "FAILED"}
+def test_an_id_cut_at_its_first_space_passes_when_its_tests_pass(monkeypatch):
+    """SWE-bench stores `test_fmt[a b]` as `test_fmt[a`, which stands for every parametrisation
+    that shares the prefix. The junit report knows only full names; it must be keyed the same way,
+    or the cross-check forces a passing test to FAILED."""
+    log = pytest_log("PASSED tests/test_fmt.py::test_one", "PASSED tests/test_fmt.py::test_fmt[a b]",
+                     "PASSED tests/test_fmt.py::test_fmt[a c]", final="3 passed in 0.05s")
+    junit = junit_xml(("tests.test_fmt", "test_one", "PASSED"), ("tests.test_fmt", "test_fmt[a b]", "PASSED"),
+                      ("tests.test_fmt", "test_fmt[a c]", "PASSED"))
+    replay(monkeypatch, patched=Recorded(log, 0, junit))
+    report = grade(instance(["tests/test_fmt.py::test_fmt[a"], ["tests/test_fmt.py::test_one"]), PATCH, CFG, "")
+    assert report.resolved and report.reference_resolved and report.guards == ()
 
 
-def test_django_parser():
-    log = ("test_ok (admin.tests.T) ... ok\n"
-           "test_doc (admin.tests.T)\nDocstring here. ... ok\n"
-           "test_bad (admin.tests.T) ... FAIL\n"
-           "test_err (admin.tests.T) ... ERROR\n"
-           "test_skip (admin.tests.T) ... skipped 'no db'\n"
-           "test_xf (admin.tests.T) ... expected failure\n")
-    got = parse_log(log, "django")
-    assert got["test_ok (admin.tests.T)"] == "PASSED"
-    assert got["test_bad (admin.tests.T)"] == "FAILED" and got["test_err (admin.tests.T)"] == "ERROR"
-    assert got["test_skip (admin.tests.T)"] == "SKIPPED" and got["test_xf (admin.tests.T)"] == "XFAIL"
+def test_captured_error_and_failed_lines_are_not_results(monkeypatch):
+    """A fix whose tests log `ERROR    flask_test:app.py:1441 ...`, or run an inner pytest that
+    prints `FAILED x.py::t`, passes: captured output (the PASSES section) is not the summary."""
+    body = ("==================================== PASSES ====================================\n"
+            "______________________________ test_error_logged _______________________________\n"
+            "------------------------------ Captured log call -------------------------------\n"
+            "ERROR    flask_test:app.py:1441 Exception on /fail [GET]\n"
+            "________________________________ test_inner_run ________________________________\n"
+            "----------------------------- Captured stdout call -----------------------------\n"
+            "=========================== short test summary info ============================\n"
+            "FAILED test_assertion_rewrite.py::test_this - assert 0\n"
+            "ERROR: file or directory not found: asd\n"
+            "========================= 1 failed, 1 error in 0.01s ==========================\n")
+    log = pytest_log("PASSED tests/test_app.py::test_error_logged", "PASSED tests/test_app.py::test_inner_run",
+                     body=body)
+    junit = junit_xml(("tests.test_app", "test_error_logged", "PASSED"), ("tests.test_app", "test_inner_run", "PASSED"))
+    replay(monkeypatch, patched=Recorded(log, 0, junit))
+    report = grade(instance(["tests/test_app.py::test_error_logged"], ["tests/test_app.py::test_inner_run"]),
+                   PATCH, CFG, "")
+    assert report.resolved and report.guards == ()
+    assert report.tests_status["flask_test:app.py:1441"] == "ERROR"  # SWE-bench's own key, unlisted
 
 
-def test_sympy_parser():
-    got = parse_log("test_a ok\ntest_b F\ntest_c E\ntest_d f\n", "sympy")
-    assert got == {"test_a": "PASSED", "test_b": "FAILED", "test_c": "ERROR", "test_d": "XFAIL"}
+def test_exit_127_is_an_infrastructure_failure_not_a_zero(monkeypatch):
+    """No interpreter: nothing ran, with or without the patch. No sample, never reward 0."""
+    replay(monkeypatch, base=Recorded("bash: line 1: pytest: command not found\n", 127),
+           patched=Recorded("bash: line 1: pytest: command not found\n", 127))
+    for patch in ("", PATCH):
+        report = grade(instance(["tests/test_app.py::test_a"]), patch, CFG, "")
+        assert report.infra_failure and not report.resolved, patch
+        assert "exit 127: the test command was not found" in report.infra_reason
+        assert "command not found" in report.infra_reason
+    assert "even without the model patch" in report.infra_reason
 
 
-def test_exit_code_must_agree_with_the_log():
-    """All PASSED but exit code 3 (internal error), or exit 0 with a failure: nothing passes."""
-    ok = {"t.py::a": "PASSED", "t.py::b": "PASSED"}
-    assert check_exit_code(ok, 0) == (ok, [])
-    statuses, notes = check_exit_code(ok, 3)
-    assert set(statuses.values()) == {"FAILED"} and "contradicts" in notes[0]
-    statuses, _ = check_exit_code({"t.py::a": "PASSED", "t.py::b": "FAILED"}, 0)
-    assert set(statuses.values()) == {"FAILED"}
-    mixed = {"t.py::a": "PASSED", "t.py::b": "FAILED"}
-    assert check_exit_code(mixed, 1) == (mixed, [])
-    assert check_exit_code({}, 0) == ({}, ["exit code 0 contradicts the log (0 tests, failures=False)"])
+def test_an_empty_collection_did_not_run(monkeypatch):
+    """pytest collected nothing (exit 5): the suite did not run. Without a patch that is an
+    infrastructure failure; when the suite runs without the patch, the patch emptied it: zero."""
+    empty = ("============================= test session starts ==============================\n"
+             "collected 0 items\n\n============================ no tests ran in 0.01s =============================\n")
+    replay(monkeypatch, base=Recorded(empty, 5), patched=Recorded(empty, 5))
+    inst = replace(instance(["tests/test_app.py::test_a"]), instance_id="empty-both")
+    report = grade(inst, "", CFG, "")
+    assert report.infra_failure and "exit 5: no tests collected" in report.infra_reason
+    base = pytest_log("FAILED tests/test_app.py::test_a - assert 1 == 2", final="1 failed in 0.01s")
+    replay(monkeypatch, base=Recorded(base, 1, junit_xml(("tests.test_app", "test_a", "FAILED"))),
+           patched=Recorded(empty, 5))
+    report = grade(replace(inst, instance_id="empty-patched"), PATCH, CFG, "")
+    assert not report.infra_failure and not report.resolved
+    assert report.notes[-1].startswith("the patch stops the test suite from running (exit 5")
 
 
-JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" tests="3">
-<testcase classname="tests.test_a" name="test_one" time="0.001"/>
-<testcase classname="tests.test_a.TestK" name="test_two[1-2]" time="0.001"><failure message="x"/></testcase>
-<testcase classname="tests.test_a" name="test_known" time="0.001"><skipped type="pytest.xfail" message="x"/></testcase>
-</testsuite></testsuites>"""
+# --------------------------------------------------------------------------- the guards
 
 
-def test_junit_keys_and_statuses():
-    assert junit_key("tests/test_a.py::TestK::test_two[1-2]") == ("tests.test_a.TestK", "test_two[1-2]")
-    got = junit_statuses(JUNIT)
-    assert got[("tests.test_a", "test_one")] == "PASSED"
-    assert got[("tests.test_a.TestK", "test_two[1-2]")] == "FAILED"
-    assert got[("tests.test_a", "test_known")] == "XFAIL"
+def test_a_collection_error_from_the_patch_scores_zero(monkeypatch):
+    crash = ("collected 0 items / 1 error\n\n==================================== ERRORS ====================================\n"
+             "E   SyntaxError: invalid syntax\n"
+             "=========================== short test summary info ============================\n"
+             "ERROR tests/test_app.py\n!!!!!!!!!!!!!!!!!!!! Interrupted: 1 error during collection !!!!!!!!!!!!!!!!!!!!\n"
+             "=============================== 1 error in 0.12s ===============================\n")
+    ok = pytest_log("PASSED tests/test_app.py::test_a", final="1 passed in 0.01s")
+    replay(monkeypatch, base=Recorded(ok, 0, junit_xml(("tests.test_app", "test_a", "PASSED"))),
+           patched=Recorded(crash, 2, junit_xml(("", "tests.test_app", "ERROR"))))
+    report = grade(replace(instance(["tests/test_app.py::test_a"]), instance_id="crash"), PATCH, CFG, "")
+    assert not report.infra_failure and not report.resolved and not report.reference_resolved
+    assert "exit 2: interrupted" in report.notes[-1]
 
 
-def test_junit_cross_check_catches_forged_lines():
-    """A printed "PASSED" line for a test that junit says failed (or never ran) does not count."""
-    log_says = {"tests/test_a.py::test_one": "PASSED", "tests/test_a.py::TestK::test_two[1-2]": "PASSED",
-                "tests/test_a.py::test_never_ran": "PASSED"}
-    statuses, notes = cross_check_junit(log_says, JUNIT)
-    assert statuses["tests/test_a.py::test_one"] == "PASSED"
-    assert statuses["tests/test_a.py::TestK::test_two[1-2]"] == "FAILED"
-    assert statuses["tests/test_a.py::test_never_ran"] == "FAILED"
-    assert "junit disagrees on 2" in notes[0]
-    statuses, notes = cross_check_junit(log_says, "<not xml")
-    assert set(statuses.values()) == {"FAILED"} and "no readable junit" in notes[0]
+def test_a_forged_log_is_failed_by_junit_and_named(monkeypatch):
+    """The log claims a pass that the junit report does not have: SWE-bench alone would call it
+    resolved, the junit guard does not, and the report names the guard and the test."""
+    log = pytest_log("PASSED tests/test_app.py::test_a", "PASSED tests/test_app.py::test_b")
+    replay(monkeypatch, patched=Recorded(log, 0, junit_xml(("tests.test_app", "test_a", "FAILED"),
+                                                           ("tests.test_app", "test_b", "PASSED"))))
+    report = grade(instance(["tests/test_app.py::test_a"], ["tests/test_app.py::test_b"]), PATCH, CFG, "")
+    assert report.reference_resolved and not report.resolved
+    assert report.guards == ("junit: the log says passed, the junit report does not (1 tests: tests/test_app.py::test_a)",)
+    assert report.f2p_failed == ("tests/test_app.py::test_a",) and report.p2p_passed == ("tests/test_app.py::test_b",)
+    assert "[guard] junit:" in report.to_row()["log_excerpt"] and report.to_row()["guards"] == list(report.guards)
+
+
+def test_exit_code_that_contradicts_the_summary_fails_and_is_named(monkeypatch):
+    log = pytest_log("PASSED tests/test_app.py::test_a", final="1 passed in 0.01s")
+    replay(monkeypatch, patched=Recorded(log, 1, junit_xml(("tests.test_app", "test_a", "PASSED"))))
+    report = grade(instance(["tests/test_app.py::test_a"]), PATCH, CFG, "")
+    assert report.reference_resolved and not report.resolved
+    assert report.guards[0].startswith("exit_code: pytest exited 1 but its summary reports 0 failures")
+
+
+def test_a_skipped_pass_to_pass_is_maintained_and_a_skipped_fail_to_pass_is_not():
+    """SWE-bench (4.x and 5.x) counts a skipped test in neither list. For PASS_TO_PASS that is
+    kept (pylint's needs_two_cores tests skip on one core); a skipped FAIL_TO_PASS test shows no
+    fix, and the skipped_f2p guard fails it."""
+    log = ("test_fix (app.tests.T) ... skipped 'no db'\ntest_keep (app.tests.T) ... skipped 'no db'\n"
+           "test_ok (app.tests.T) ... ok\n")
+    inst = instance(["test_fix (app.tests.T)"], ["test_keep (app.tests.T)", "test_ok (app.tests.T)"],
+                    repo="django/django", log_parser="django")
+    verdict = judge(inst, SuiteRun(log=log, exit_code=0), junit=False)
+    assert verdict.reference["test_keep (app.tests.T)"] == "SKIPPED"
+    assert verdict.statuses["test_keep (app.tests.T)"] == "SKIPPED"
+    assert verdict.statuses["test_fix (app.tests.T)"] == "FAILED"
+    assert verdict.guards[0].startswith("skipped_f2p: a FAIL_TO_PASS test skipped")
+
+
+def test_a_zero_is_only_given_where_the_gold_patch_resolves(monkeypatch):
+    """An unresolved patch is checked against the instance's gold patch (once per instance): if
+    gold does not resolve in this environment either, no patch can be graded fairly, and the
+    report is an infrastructure failure that names what gold fails, not a 0."""
+    failing = pytest_log("FAILED tests/test_app.py::test_a - assert 1 == 2", final="1 failed in 0.01s")
+    passing = pytest_log("PASSED tests/test_app.py::test_a", final="1 passed in 0.01s")
+    cfg = replace(CFG, gold_check=True)
+    replay(monkeypatch, patched=Recorded(failing, 1, junit_xml(("tests.test_app", "test_a", "FAILED"))),
+           gold=Recorded(passing, 0, junit_xml(("tests.test_app", "test_a", "PASSED"))))
+    inst = instance(["tests/test_app.py::test_a"])
+    wrong = PATCH.replace("+x = 2", "+x = 3")
+    report = grade(replace(inst, instance_id="gold-ok"), wrong, cfg, "")
+    assert not report.resolved and not report.infra_failure
+    fails = Recorded(failing, 1, junit_xml(("tests.test_app", "test_a", "FAILED")))
+    replay(monkeypatch, base=fails, patched=fails, gold=fails)
+    for iid, patch in (("gold-broken", wrong), ("gold-broken", PATCH), ("gold-broken", "")):
+        report = grade(replace(inst, instance_id=iid), patch, cfg, "")
+        assert report.infra_failure and "gold patch does not resolve it (it fails 1 tests: tests/test_app.py::test_a)" \
+            in report.infra_reason, patch
+
+
+# --------------------------------------------------------------------------- pure pieces
+
+
+def test_summary_section_is_the_last_one():
+    inner = "=========================== short test summary info ============================\nFAILED x.py::t\n"
+    log = pytest_log("PASSED a.py::t", body=inner + "=============== 1 failed in 0.1s ===============\n")
+    assert summary_section(log) == ["PASSED a.py::t"]
+    assert reported_failures(log) == 0
+    assert reported_failures(pytest_log("FAILED a.py::t - x", "ERROR a.py::u - y")) == 2
+    assert reported_failures("no summary here\n") is None
+
+
+@pytest.mark.parametrize("node, key", [
+    ("tests/test_a.py::TestX::test_y[1-2]", ("tests.test_a.TestX", "test_y[1-2]")),
+    ("tests/test_a.py::test_y[a::b/c.d]", ("tests.test_a", "test_y[a::b/c.d]")),
+    ("tests/test_a.py::test_y[a", ("tests.test_a", "test_y[a")),
+    ("tests/test_a.py", ("", "tests.test_a")),
+])
+def test_junit_key_follows_pytests_mangling(node, key):
+    assert junit_key(node) == key
+
+
+def test_junit_index_keys_names_as_swebench_parsers_do():
+    xml = junit_xml(("t.test_v", "test_valid[a b]", "PASSED"), ("t.test_v", "test_valid[a c]", "FAILED"),
+                    ("t.test_v", "test_path[/root/data/CT_small.dcm]", "PASSED"))
+    plain = junit_index(xml, parser("parse_log_pytest"))
+    assert plain[("t.test_v", "test_valid[a")] == ["PASSED", "FAILED"]
+    options = junit_index(xml, parser("parse_log_pytest_options"))
+    assert options[("t.test_v", "test_path[/CT_small.dcm]")] == ["PASSED"]   # pydicom's rewrite

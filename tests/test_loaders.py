@@ -82,6 +82,34 @@ def test_lite_round_trips_through_instances_parquet(lite, tmp_path):
 
 
 @needs_lite
+def test_lite_envs_come_from_swebench_specs(lite):
+    """Every Lite record gets SWE-bench's spec; the conda-only ones (matplotlib, xarray) load
+    with a build_error that names the fix instead of a default environment."""
+    assert {i.env.origin for i in lite.instances} == {"swebench"}
+    unbuildable = {i.repo for i in lite.instances if i.env.build_error}
+    assert unbuildable == {"matplotlib/matplotlib", "pydata/xarray"}
+    assert all("environment.yml" in i.env.build_error for i in lite.instances if i.env.build_error)
+    django = next(i for i in lite.instances if i.repo == "django/django")
+    assert django.env.python and django.env.install and not django.env.build_error
+
+
+def test_an_instances_parquet_of_schema_v1_is_refused(tmp_path):
+    """v1 stored a plain record's default env, which ran its tests in swe-rlvr's interpreter."""
+    import pyarrow.parquet as pq
+
+    from swe_rlvr.artifacts import SCHEMA_KEY, table
+
+    row = Instance(instance_id="a__b-1", repo="a/b", base_commit="c", problem_statement="p",
+                   patch=PATCH, test_patch="", fail_to_pass=("t::x",), pass_to_pass=()).to_row()
+    tbl = table("instances", [row])
+    pq.write_table(tbl.replace_schema_metadata({SCHEMA_KEY: b"instances/v1"}), tmp_path / "i.parquet")
+    with pytest.raises(ValueError, match="'instances/v1' is not instances/v2"):
+        read_instances(tmp_path / "i.parquet")
+    pq.write_table(tbl, tmp_path / "ok.parquet")
+    assert read_instances(tmp_path / "ok.parquet")[0].env.build_error == ""
+
+
+@needs_lite
 def test_lite_round_trips_through_internal_jsonl(lite, tmp_path):
     path = write_instances(tmp_path / "instances.jsonl", lite.instances[:20])
     again = load_instances(path)
@@ -195,7 +223,8 @@ def test_internal_rows_keep_every_field(tmp_path):
         instance_id="demo__calc-1", repo="demo/calc", base_commit="main",
         problem_statement="add() subtracts", patch=PATCH, test_patch=TEST_PATCH,
         fail_to_pass=("tests/test_calc.py::test_add",), pass_to_pass=(),
-        env=EnvSpec(python="3.11", pip_packages=("pytest",)), source="builtin", split="train",
+        env=EnvSpec(python="3.11", pip_packages=("pytest",), origin="swebench",
+                    build_error="no spec"), source="builtin", split="train",
         difficulty="easy", log_parser="pytest", meta_json='{"family": "arith"}')
     path = write_jsonl(tmp_path / "internal.jsonl", [original.to_row()])
     assert detect_format([original.to_row()]) == "internal"

@@ -29,6 +29,7 @@ def _episode(iid: str, run: int, resolved: bool, infra: bool = False) -> tuple[d
     grade = {"episode_id": eid, "instance_id": iid, "patch_applied": True, "apply_method": "git-apply",
              "tests_status_json": "{}", "f2p_passed": [], "f2p_failed": [], "p2p_passed": [],
              "p2p_failed": [], "resolution": "FULL" if resolved else "NO", "resolved": resolved,
+             "reference_resolved": resolved, "guards": [],
              "infra_failure": infra, "infra_reason": "", "log_excerpt": "", "duration_s": 0.1}
     return rollout, grade
 
