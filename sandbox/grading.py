@@ -232,10 +232,10 @@ def _grade(instance, model_patch: str, cfg, repo_store, report: GradeReport) -> 
         notes += (f"the patch stops the test suite from running ({verdict.not_run_reason}); "
                   f"without it the suite runs",)
     report = score(instance, report, verdict, attempt.run.log, notes + verdict.notes)
-    if not report.resolved and cfg.gold_check and instance.patch.strip():
-        is_gold = model_patch == instance.patch
+    is_gold = bool(instance.patch.strip()) and model_patch == instance.patch
+    if cfg.gold_check and (is_gold or (not report.resolved and instance.patch.strip())):
         reproduces, why = gold_check(instance, cfg, repo_store, report if is_gold else None)
-        if not reproduces:
+        if not reproduces and not report.resolved:
             raise InfraFailure(f"The environment does not reproduce this instance: its gold patch does "
                                f"not resolve it ({why}). No patch can be graded fairly here; fix the "
                                f"environment (install_config pins, python) or drop the instance "
