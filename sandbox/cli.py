@@ -43,7 +43,7 @@ def register(sub) -> None:
 
 
 def grade_command(args) -> int:
-    from sandbox.grading import grade_many, summary
+    from sandbox.grading import grade_many
     from swe_rlvr.config import load_config
     cfg = load_config(args.config, args.overrides)
     sandbox_cfg = cfg.sandbox if args.backend is None else _with(cfg.sandbox, backend=args.backend)
@@ -79,7 +79,7 @@ def why(report) -> str:
     failed = report.f2p_failed + report.p2p_failed
     if failed and not report.resolved:
         parts.append(f"failed: {', '.join(failed[:2])}{', ...' if len(failed) > 2 else ''}")
-    parts += [n for n in report.notes if n.startswith(("the patch stops", "running under Python"))]
+    parts += [n for n in report.notes if n.startswith("the patch stops") or "instead (sandbox.python_fallback" in n]
     return "; ".join(parts)
 
 
