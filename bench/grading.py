@@ -21,6 +21,7 @@ import argparse
 import gzip
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -33,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sandbox import open_sandbox  # noqa: E402
-from sandbox.grading import SuiteRun, grade, grade_run  # noqa: E402
+from sandbox.grading import SuiteRun, appended_test_files, grade, grade_run  # noqa: E402
 from sandbox.reference import instance_parser  # noqa: E402
 from swe_rlvr.config import SandboxConfig  # noqa: E402
 from swe_rlvr.loaders import from_swe_rebench, install_config_from_recipe  # noqa: E402
@@ -72,9 +73,7 @@ def prepared_checkout(inst, cfg, store, tmp: Path) -> tuple[Path, dict]:
 
 
 def direct_command(inst) -> str:
-    named = set(inst.env.test_cmd.split())
-    files = [f for f in inst.test_files() if f.endswith(".py") and f not in named]
-    return " ".join([inst.env.test_cmd, *files])
+    return " ".join([inst.env.test_cmd, *map(shlex.quote, appended_test_files(inst))])
 
 
 def grading_times(insts, cfg, store, tmp: Path, reps: int) -> list[tuple[str, float, float]]:

@@ -72,14 +72,14 @@ def outcome(report) -> str:
 
 
 def why(report) -> str:
-    """The first reason a report is not resolved: infra reason, guards, failing tests, notes."""
+    """Why a report is what it is: the infra reason, or the guards, failing tests and notes."""
     if report.infra_failure:
         return report.infra_reason.splitlines()[0] if report.infra_reason else ""
     parts = [g.split(":")[0] + " guard" for g in report.guards]
     failed = report.f2p_failed + report.p2p_failed
     if failed and not report.resolved:
         parts.append(f"failed: {', '.join(failed[:2])}{', ...' if len(failed) > 2 else ''}")
-    parts += [n for n in report.notes if n.startswith("the patch stops") or "instead (sandbox.python_fallback" in n]
+    parts += list(report.notes)
     return "; ".join(parts)
 
 

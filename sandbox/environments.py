@@ -54,7 +54,6 @@ from pathlib import Path
 
 from sandbox import pythons
 from sandbox.base import SandboxError
-from sandbox.pythons import find_python  # noqa: F401  (the historical import path)
 from sandbox.workspace import git, sandbox_root
 from swe_rlvr import env_specs
 

@@ -232,8 +232,8 @@ def _grade(instance, model_patch: str, cfg, repo_store, report: GradeReport) -> 
         notes += (f"the patch stops the test suite from running ({verdict.not_run_reason}); "
                   f"without it the suite runs",)
     report = score(instance, report, verdict, attempt.run.log, notes + verdict.notes)
-    is_gold = bool(instance.patch.strip()) and model_patch == instance.patch
-    if cfg.gold_check and (is_gold or (not report.resolved and instance.patch.strip())):
+    is_gold = model_patch == instance.patch
+    if cfg.gold_check and instance.patch.strip() and (is_gold or not report.resolved):
         reproduces, why = gold_check(instance, cfg, repo_store, report if is_gold else None)
         if not reproduces and not report.resolved:
             raise InfraFailure(f"The environment does not reproduce this instance: its gold patch does "
@@ -369,8 +369,7 @@ def run_tests(sb, instance, cfg) -> SuiteRun:
         result = _run(sb, instance.env.eval_script, cfg)
         return SuiteRun(log=script_section(result.output), exit_code=result.exit_code,
                        timed_out=result.timed_out, script=True)
-    named = set(shlex.split(instance.env.test_cmd))
-    files = " ".join(shlex.quote(f) for f in instance.test_files() if f.endswith(".py") and f not in named)
+    files = " ".join(map(shlex.quote, appended_test_files(instance)))
     existing = f"$(for f in {files}; do [ -e \"$f\" ] && printf '%s ' \"$f\"; done)" if files else ""
     use_junit = uses_junit(instance, cfg)
     token = secrets.token_hex(16)
@@ -385,6 +384,13 @@ def run_tests(sb, instance, cfg) -> SuiteRun:
     if not found:  # killed before the separator (a timeout): everything is log
         log, xml = result.output, ""
     return SuiteRun(log=log, exit_code=result.exit_code, timed_out=result.timed_out, junit_xml=xml)
+
+
+def appended_test_files(instance) -> list[str]:
+    """The instance's Python test files that its test command does not already name: the grader
+    runs `test_cmd` followed by these (those missing from the checkout are dropped at run time)."""
+    named = set(shlex.split(instance.env.test_cmd))
+    return [f for f in instance.test_files() if f.endswith(".py") and f not in named]
 
 
 def _run(sb, cmd: str, cfg):

@@ -26,10 +26,10 @@ from swe_rlvr.env_specs import (SWEBENCH, distribution_name, env_from_spec, pret
                                 swebench_env)
 from swe_rlvr.instances import DEFAULT_TEST_CMD, EnvSpec
 from swe_rlvr.loaders import install_config_from_recipe, load_instances
+from real_support import ENV_CACHE, REAL, extract_store
 from test_loaders import swe_bench_record, write_jsonl
 from test_sandbox_support import git, make_instance, sandbox_config, store  # noqa: F401
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real"
 RUNNING = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
@@ -351,17 +351,11 @@ REAL_IDS = ["pytest-dev__pytest-9359", "pytest-dev__pytest-11148", "pylint-dev__
 
 @pytest.fixture(scope="module")
 def real_store(tmp_path_factory):
-    if not (REAL / "instances.jsonl").exists():
-        pytest.skip(f"real dev set {REAL} is not beside this checkout")
-    root = tmp_path_factory.mktemp("real-store")
-    for tarball in REAL.glob("*.tar.gz"):
-        subprocess.run(["tar", "-xzf", str(tarball), "-C", str(root)], check=True)
-    return root
+    return extract_store(tmp_path_factory.mktemp("real-store"))
 
 
 @pytest.fixture(scope="module")
 def real_cfg(tmp_path_factory):
-    from test_real_swebench import ENV_CACHE   # shared with the end-to-end tests: built once
     root = tmp_path_factory.mktemp("real-envs")
     return sandbox_config(root, env_cache=str(ENV_CACHE), command_timeout_s=600,
                           memory_mb=8192, max_procs=512)

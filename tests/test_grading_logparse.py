@@ -202,7 +202,7 @@ def test_junit_key_follows_pytests_mangling(node, key):
 
 def test_junit_index_keys_names_as_swebench_parsers_do():
     xml = junit_xml(("t.test_v", "test_valid[a b]", "PASSED"), ("t.test_v", "test_valid[a c]", "FAILED"),
-                    ("t.test_v", "test_path[/root/data/CT_small.dcm]", "PASSED"))
+                    ("t.test_v", "test_path[/data/test_files/CT_small.dcm]", "PASSED"))
     plain = junit_index(xml, parser("parse_log_pytest"))
     assert plain[("t.test_v", "test_valid[a")] == ["PASSED", "FAILED"]
     options = junit_index(xml, parser("parse_log_pytest_options"))

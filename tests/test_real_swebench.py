@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import gzip
 import json
-import tarfile
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
+from real_support import ENV_CACHE, REAL, extract_store
 from sandbox.grading import SuiteRun, grade_run
 from sandbox.logparse import OK
 
-ROOT = Path(__file__).resolve().parents[1]
-REAL = ROOT.parent / "shared" / "data" / "real"
 LOGS = Path(__file__).parent / "data" / "real_logs"
 
 
@@ -88,12 +86,7 @@ def test_real_logs_hold_the_hard_cases():
 
 @pytest.fixture(scope="module")
 def repo_store(tmp_path_factory):
-    real_instances()
-    store = tmp_path_factory.mktemp("real-repos")
-    for tarball in sorted(REAL.glob("*.tar.gz")):
-        with tarfile.open(tarball) as tar:
-            tar.extractall(store, filter="data")
-    return store
+    return extract_store(tmp_path_factory.mktemp("real-repos"))
 
 
 def grade_cli(tmp_path: Path, store: Path, instances: Path, predictions: str, *sets: str) -> list[dict]:
@@ -108,10 +101,6 @@ def grade_cli(tmp_path: Path, store: Path, instances: Path, predictions: str, *s
             "--set", f"sandbox.env_cache={ENV_CACHE}", *[a for s in sets for a in ("--set", s)]]
     assert main(args) == 0
     return pq.read_table(out / "real" / "validations.parquet").to_pylist()
-
-
-ENV_CACHE = Path.home() / ".cache" / "swe-rlvr" / "test-envs"
-"""Environments outlive a test run (they are keyed by their spec), so a rerun skips the builds."""
 
 
 @pytest.mark.slow
