@@ -19,6 +19,37 @@ SOURCES = ("swe-bench", "swe-gym", "swe-rebench", "swe-smith", "internal", "buil
 SPLITS = ("", "train", "test", "dev")
 DIFFICULTIES = ("", "easy", "medium", "hard")
 DEFAULT_TEST_CMD = "python -m pytest -rA -p no:cacheprovider"
+MAX_NAME_BYTES = 120
+"""The longest name (UTF-8 bytes) of a file or directory this project names after an id: two names
+joined with a suffix (`<model>.<run_id>.json` of `swe-rlvr grade`) still fit the file system's
+255-byte limit. Real ids are far shorter (SWE-bench Lite's longest has 32 characters)."""
+
+
+def name_problem(name: str) -> str:
+    """Why `name` cannot be one path component, or "" when it can.
+
+    Instance ids, model names and run ids become directory and file names (`<out>/<run_id>/<model>/
+    <instance_id>/` of `swe-rlvr grade`, caches keyed by id), so each must name exactly one entry
+    inside the directory it is joined to: never "." or "..", no path separator, no NUL, control
+    character or lone surrogate (no file system takes one), no leading "-" (a command would read
+    it as an option), and at most MAX_NAME_BYTES. The text completes "field 'x' ..." and ends
+    with the fix."""
+    shown = repr(name) if len(name) <= 60 else repr(name[:57]) + "..."
+    fix = "use letters, digits and . _ - only"
+    if not name.strip():
+        return "is empty; give it a value"
+    if name in (".", ".."):
+        return f"is {shown}, which names a directory, not an entry in it; {fix}"
+    if "/" in name or "\\" in name:
+        return f"is {shown}, whose path separator would leave its directory; {fix}"
+    if any(ord(c) < 32 or ord(c) == 127 or 0xD800 <= ord(c) <= 0xDFFF for c in name):
+        return f"is {shown}, which holds a control character or a lone surrogate; {fix}"
+    if name.startswith("-"):
+        return f"is {shown}, which starts with '-' and so reads as an option to commands; {fix}"
+    if len(name.encode()) > MAX_NAME_BYTES:
+        return (f"is {shown}, {len(name.encode())} bytes long: over the {MAX_NAME_BYTES}-byte "
+                f"limit of a name here; shorten it")
+    return ""
 
 
 @dataclass(frozen=True)
@@ -77,6 +108,12 @@ class Instance:
     log_parser: str = "pytest"
     """Name of the test-log parser in `sandbox.logparse`."""
     meta_json: str = "{}"
+
+    def __post_init__(self) -> None:
+        problem = (name_problem(self.instance_id) if isinstance(self.instance_id, str)
+                   else f"must be a string, got {type(self.instance_id).__name__}")
+        if problem:  # every stage joins the id into paths, so no Instance exists without a safe one
+            raise ValueError(f"Instance field 'instance_id' {problem}.")
 
     def test_files(self) -> tuple[str, ...]:
         """Paths that the test patch touches, then the files that FAIL_TO_PASS / PASS_TO_PASS

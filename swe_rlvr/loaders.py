@@ -45,7 +45,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from swe_rlvr.env_specs import swebench_env
-from swe_rlvr.instances import DEFAULT_TEST_CMD, SOURCES, SPLITS, EnvSpec, Instance
+from swe_rlvr.instances import (
+    DEFAULT_TEST_CMD, SOURCES, SPLITS, EnvSpec, Instance, name_problem,
+)
 from swe_rlvr.patches import reverse_patch
 
 FORMATS = ("auto", "swe-bench", "swe-gym", "swe-rebench", "swe-smith", "internal")
@@ -258,9 +260,10 @@ def _text(raw: dict, name: str, required: bool = True, nonempty: bool = False) -
 
 def _instance_id(raw: dict) -> str:
     ident = _text(raw, "instance_id")
-    if not ident.strip():
-        raise _Bad("instance_id", "is empty; give every record a unique id such as "
-                                  "'owner__repo-1234'")
+    problem = name_problem(ident)
+    if problem:  # ids name directories: '../x' would put a report outside its run
+        raise _Bad("instance_id", f"{problem} (every record needs a unique id such as "
+                                  f"'owner__repo-1234')")
     return ident
 
 

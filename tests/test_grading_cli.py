@@ -55,8 +55,11 @@ def test_grade_writes_swebench_layout_and_overwrites_stale_results(files, store,
     assert not (run_dir / "org__m" / "stale-instance").exists()
 
 
-def test_unknown_prediction_ids_are_refused(files, store, tmp_path, capsys):
+def test_unknown_prediction_ids_are_skipped_and_named(files, store, tmp_path, capsys):
+    """A row naming an instance the instance file lacks is skipped (exit 1), not graded, and
+    stderr names the row, the field and the fix; see tests/test_hostile_cli.py for the rest."""
     preds = tmp_path / "bad.jsonl"
     preds.write_text(json.dumps({"instance_id": "nope", "model_name_or_path": "m", "model_patch": ""}) + "\n")
-    assert run(files, store, tmp_path, preds) == 2
-    assert "not in the instance file" in capsys.readouterr().err
+    assert run(files, store, tmp_path, preds) == 1
+    err = capsys.readouterr().err
+    assert "line 1: field 'instance_id' is 'nope', which is not in the instance file" in err
