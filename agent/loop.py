@@ -10,6 +10,9 @@ the episode with termination `error`.
 Token-in/token-out: the engine gets the episode's ids and returns sampled ids; observations are
 appended as template deltas (agent.chat), never by re-tokenising the conversation.
 
+A submission whose patch is larger than `sandbox.max_patch_kb` ends as `patch_too_large` (a format
+failure, no patch).
+
 Simplifications: the patch is recorded only for submitted episodes (an episode cut by a limit is a
 failure, as in Nebius); the wall-time limit is checked between turns, and a running command is
 bounded by the sandbox's own command timeout.
@@ -27,7 +30,7 @@ from agent.engines.base import SamplingParams
 from agent.guidance import guidance_block, inject_guidance
 from agent.tools import make_tools
 from agent.trajectory import Trajectory
-from sandbox.base import SandboxError
+from sandbox.base import PatchTooLarge, SandboxError
 from swe_rlvr.config import AgentConfig
 from swe_rlvr.instances import Instance
 
@@ -146,10 +149,16 @@ class Episode:
             raise LimitsExceeded("timeout")
 
     def finish(self, event: AgentEvent) -> None:
+        """Record how the episode ended and, for a submission, its patch. A patch past
+        `sandbox.max_patch_kb` is a format failure: termination `patch_too_large`, no patch."""
         submitted = isinstance(event, Submitted)
         self.traj.termination = "submitted" if submitted else event.termination
         began = time.monotonic()
-        self.traj.patch = self.sandbox.diff() if submitted else ""
+        try:
+            self.traj.patch = self.sandbox.diff() if submitted else ""
+        except PatchTooLarge as exc:
+            self.traj.patch, self.traj.termination, self.traj.error = "", "patch_too_large", str(exc)
+            self.traj.format_errors += 1
         self.traj.exec_s += time.monotonic() - began
 
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-TERMINATIONS = ("submitted", "max_turns", "context_overflow", "timeout", "format_errors", "error")
+TERMINATIONS = ("submitted", "max_turns", "context_overflow", "timeout", "format_errors",
+                "patch_too_large", "error")
 
 
 def episode_id(instance_id: str, iteration: int, sample: int, guided: bool = False) -> str:

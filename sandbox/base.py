@@ -21,6 +21,11 @@ class SandboxError(RuntimeError):
     """The sandbox itself failed (not the command run in it); the message names the fix."""
 
 
+class PatchTooLarge(SandboxError):
+    """`diff()` found more than `sandbox.max_patch_kb` of changes: the episode's patch is refused
+    (a format failure of the episode, with this message as the reason), never read whole."""
+
+
 @dataclass(frozen=True)
 class ExecResult:
     exit_code: int

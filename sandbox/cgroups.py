@@ -1,4 +1,5 @@
-"""A pids cgroup per sandbox: the process limit that also holds for root, and a sure tree-kill.
+"""A pids and a memory cgroup per sandbox: limits over all its processes together, and a sure
+tree-kill.
 
 RLIMIT_NPROC is not enforced for real uid 0, and a user namespace does not change that (bwrap's
 `--uid 1000` as root still runs as kernel uid 0). So when the host runs as root and a pids
@@ -8,6 +9,12 @@ then hits EAGAIN inside its own sandbox while other sandboxes and the host fork 
 every pid listed in the group's `cgroup.procs` also reaches processes that left the session and
 the tag behind. Without a writable controller `available()` is None and limits fall back to
 RLIMIT_NPROC (enforced for non-root users only); the sandbox logs which applies.
+
+The memory group (`<memory root>/swe-rlvr/<owner pid>-<tag>`, v1 `memory.limit_in_bytes` and
+`memory.memsw.limit_in_bytes`, or v2 `memory.max` and `memory.swap.max = 0`) bounds the sandbox's
+processes together, and the tmpfs pages they write (its /tmp and writable layer, `/dev/shm`):
+four processes of 700 MB under a 1 GB limit do not all survive. Where no memory controller is
+writable, each command's address-space limit (RLIMIT_AS) is the only bound.
 """
 
 from __future__ import annotations
@@ -18,31 +25,36 @@ import time
 from pathlib import Path
 
 GROUP = "swe-rlvr"
-CANDIDATES = (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified"))
+BASES = (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified"))
 
 
-def pids_root() -> Path | None:
-    """The writable pids hierarchy's `swe-rlvr` group, or None."""
+def controller_root(controller: str) -> Path | None:
+    """The `swe-rlvr` group of the writable hierarchy holding `controller` (pids | memory):
+    v1 `/sys/fs/cgroup/<controller>`, or a v2 hierarchy that has it enabled; None otherwise."""
     if os.geteuid() != 0:
         return None
-    for base in CANDIDATES:
-        if _has_pids(base):
+    for base in (Path("/sys/fs/cgroup") / controller, *BASES):
+        if _has(base, controller):
             root = base / GROUP
             try:
                 root.mkdir(exist_ok=True)
                 if (base / "cgroup.subtree_control").exists():
-                    (root / "cgroup.subtree_control").write_text("+pids")
+                    (root / "cgroup.subtree_control").write_text(f"+{controller}")
                 return root
             except OSError:
                 continue
     return None
 
 
-def _has_pids(base: Path) -> bool:
-    if (base / "tasks").exists() and base.name == "pids":
+def pids_root() -> Path | None:
+    return controller_root("pids")
+
+
+def _has(base: Path, controller: str) -> bool:
+    if (base / "tasks").exists() and base.name == controller:
         return True
     controllers = base / "cgroup.controllers"
-    return controllers.exists() and "pids" in controllers.read_text().split()
+    return controllers.exists() and controller in controllers.read_text().split()
 
 
 def create(tag: str, max_procs: int) -> Path | None:
@@ -56,11 +68,34 @@ def create(tag: str, max_procs: int) -> Path | None:
     return group
 
 
-def join_argv(group: Path | None) -> list[str]:
-    """An argv prefix that moves itself into `group` and then execs the rest."""
-    if group is None:
+def create_memory(tag: str, memory_mb: int) -> Path | None:
+    """A fresh memory group `<owner pid>-<tag>` limited to `memory_mb` (swap included), or None
+    where no memory controller is writable."""
+    root = controller_root("memory")
+    if root is None:
+        return None
+    group = root / f"{os.getpid()}-{tag}"
+    group.mkdir(exist_ok=True)
+    limit = str(memory_mb << 20)
+    limits = (("memory.max", limit), ("memory.swap.max", "0"), ("memory.limit_in_bytes", limit),
+              ("memory.memsw.limit_in_bytes", limit))
+    try:
+        for name, value in limits:
+            if (group / name).exists():
+                (group / name).write_text(value)
+    except OSError:
+        remove(group)
+        return None
+    return group
+
+
+def join_argv(*groups: Path | None) -> list[str]:
+    """An argv prefix that moves itself into every group given and then execs the rest."""
+    groups = [g for g in dict.fromkeys(groups) if g is not None]
+    if not groups:
         return []
-    return ["sh", "-c", f'echo $$ > "{group}/cgroup.procs" && exec "$@"', "sh"]
+    joins = " && ".join(f'echo $$ > "{g}/cgroup.procs"' for g in groups)
+    return ["sh", "-c", f'{joins} && exec "$@"', "sh"]
 
 
 def kill_all(group: Path | None, rounds: int = 20) -> None:
@@ -106,20 +141,21 @@ def remove(group: Path | None) -> None:
             time.sleep(0.01)  # zombies still being reaped
 
 
+def _roots() -> list[Path]:
+    return [r for r in dict.fromkeys(map(controller_root, ("pids", "memory"))) if r is not None]
+
+
 def stale_groups() -> list[Path]:
     """Groups whose owning process is gone (for the sweeper); live owners' groups are kept."""
-    root = pids_root()
-    if root is None:
-        return []
     out = []
-    for group in root.iterdir():
-        owner = group.name.split("-", 1)[0]
-        if group.is_dir() and owner.isdigit() and not Path(f"/proc/{owner}").exists():
-            out.append(group)
+    for root in _roots():
+        for group in root.iterdir():
+            owner = group.name.split("-", 1)[0]
+            if group.is_dir() and owner.isdigit() and not Path(f"/proc/{owner}").exists():
+                out.append(group)
     return out
 
 
 def owned_groups(tag: str) -> list[Path]:
-    """The group(s) of the sandbox `tag`, whoever owns them."""
-    root = pids_root()
-    return [] if root is None else [g for g in root.glob(f"*-{tag}") if g.is_dir()]
+    """The groups of the sandbox `tag`, whoever owns them."""
+    return [g for root in _roots() for g in root.glob(f"*-{tag}") if g.is_dir()]

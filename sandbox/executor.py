@@ -143,7 +143,9 @@ class Executor:
         cfg = {"workdir": self.jail.cwd, "tag": self.jail.tag,
                "tag_var": isolation.TAG_VAR, "prelude": isolation.limits_prelude(self.jail),
                "scope": isolation.kill_scope(self.jail), "cgroup": str(self.jail.cgroup or ""),
-               "parent": os.getpid() if self.jail.level == "pgroup" else None}
+               "parent": os.getpid() if self.jail.level == "pgroup" else None,
+               "chroot": str(self.jail.root) if self.jail.level == "unshare" else "",
+               "uid": self.jail.uid if self.jail.level in isolation.MOUNT_LEVELS else None}
         return [isolation.runner_python(self.jail), "-I", "-S", "-c", PRELUDE + SOURCE,
                 json.dumps(cfg)]
 

@@ -40,7 +40,7 @@ READ_AND_RUN = "IFS= read -r -d '' __swe_rlvr_cmd <&3; exec 3<&-; eval \"$__swe_
 """A prepared shell, after its prelude and `export TAG=...`: read the command (NUL-terminated)
 from fd 3, close fd 3, run it. The tag is exported by the shell itself, so an idle prepared shell
 carries none in its /proc environ; its children do."""
-PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
 ADDR_NO_RANDOMIZE = 0x0040000
 
 
@@ -331,20 +331,47 @@ def _tagged_pids(needle):
     return pids
 
 
-def harden(parent):
-    """Die with the sandbox's owner, and keep commands (same uid) out of this process's fds and
-    memory: a non-dumpable process's /proc entries are closed to them. Also turn address-space
-    randomisation off for the commands (`fixed_layout`)."""
+def harden(cfg):
+    """Enter the jail's root and drop to its uid where the level asks for it
+    (`drop_privileges`), die with the sandbox's owner, and keep commands (same uid) out of this
+    process's fds and memory: a non-dumpable process's /proc entries are closed to them. Also
+    turn address-space randomisation off for the commands (`fixed_layout`)."""
+    parent = cfg.get("parent")
     try:
         import ctypes
         libc = ctypes.CDLL(None, use_errno=True)
+    except (ImportError, OSError):
+        libc = None
+    drop_privileges(libc, cfg.get("chroot"), cfg.get("uid"))
+    try:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
         fixed_layout(libc)
-    except (ImportError, OSError):
+    except (AttributeError, OSError):
         pass
     if parent and os.getppid() != parent:  # the owner died before the death signal was armed
         os._exit(1)
+
+
+def drop_privileges(libc, root, uid):
+    """chroot into `root` (the `unshare` level's view), then become `uid`:`uid` with no groups,
+    an empty capability bounding set and no_new_privs: the commands this runner starts can
+    neither gain privileges nor leave the root. Failing any step ends the runner (a jail that
+    did not drop never greets)."""
+    if root:
+        os.chroot(root)
+        os.chdir("/")
+    if uid is None:
+        return
+    if libc is None:
+        sys.exit("cannot drop privileges: no ctypes")
+    for cap in range(64):
+        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EINVAL past the last capability: ignored
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or os.getuid() != uid:
+        sys.exit("cannot drop privileges")
 
 
 def fixed_layout(libc):
@@ -359,7 +386,7 @@ def fixed_layout(libc):
 
 def main(argv):
     cfg = json.loads(argv[1])
-    harden(cfg.get("parent"))
+    harden(cfg)
     requests, replies = os.dup(0), os.dup(1)  # non-inheritable: commands never see them
     runner = Runner(cfg)
     os.dup2(runner.null, 0)

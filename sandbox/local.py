@@ -15,17 +15,16 @@ and byte-code caches are left out (they cannot travel in a text patch).
 
 from __future__ import annotations
 
+import os
 import posixpath
-import tempfile
+import sys
 import threading
 from pathlib import Path
 
-from sandbox import cgroups, environments, isolation, workspace
+from sandbox import cgroups, environments, isolation, view, workspace
 from sandbox.executor import Executor
 from sandbox.base import ExecResult, SandboxError
 from sandbox.repos import ensure_repo
-
-JUNK = (":(exclude,glob)**/__pycache__/**", ":(exclude,glob)**/*.pyc", ":(exclude,glob)**/*.egg-info/**")
 
 
 class LocalSandbox:
@@ -43,10 +42,11 @@ class LocalSandbox:
         self.env_notes: tuple[str, ...] = pyenv.notes
         """Warnings about the environment that every report graded here carries (a stand-in
         Python under `sandbox.python_fallback`)."""
+        uid = isolation.JAIL_UID if os.geteuid() == 0 else None
         self.copy = workspace.create_working_copy(base, sha, self.root, cfg.ttl_s, cfg.working_copy,
-                                                  layer=pyenv.layer)
+                                                  layer=pyenv.layer, owner=uid, disk_mb=cfg.disk_mb)
         self.workdir = isolation.command_dir(level, self.copy.repo)  # what the prompt names
-        self.jail = self._jail(cfg, level, pyenv, Path(repo_store))
+        self.jail = self._jail(cfg, level, pyenv, uid)
         self.executor = Executor(self.jail)
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
@@ -54,17 +54,17 @@ class LocalSandbox:
         self._closed = False
         self._released = threading.Event()  # set once close() has removed everything
 
-    def _jail(self, cfg, level, pyenv, repo_store: Path) -> isolation.Jail:
-        hidden = tuple(str(p) for p in (self.root / "copies", self.root / "bases",
-                                        repo_store.resolve(), _home()) if p and p.is_dir())
+    def _jail(self, cfg, level, pyenv, uid: int | None) -> isolation.Jail:
         return isolation.Jail(
             level=level, workdir=self.copy.repo, tmpdir=self.copy.tmp, tag=self.copy.tag,
-            hidden=hidden, rebind=isolation.needed_binds(hidden + ("/tmp",), pyenv.bin_dir),
+            binds=view.environment_binds(pyenv.bin_dir, sys.executable), uid=uid,
             env_bin=pyenv.bin_dir,
             extra_env=pyenv.env_vars(self.workdir), network=cfg.network,
             cgroup=cgroups.create(self.copy.tag, cfg.max_procs),
+            memory_cgroup=cgroups.create_memory(self.copy.tag, cfg.memory_mb),
             memory_mb=cfg.memory_mb, max_procs=cfg.max_procs, file_size_mb=cfg.file_size_mb,
-            cpu_time_s=cfg.cpu_time_s, output_limit_bytes=cfg.output_limit_bytes)
+            cpu_time_s=cfg.cpu_time_s, output_limit_bytes=cfg.output_limit_bytes,
+            shm_mb=max(1, min(cfg.disk_mb, cfg.memory_mb)))
 
     # ------------------------------------------------------------------ commands
 
@@ -97,24 +97,21 @@ class LocalSandbox:
         return self._host_path(path).read_text(errors="replace")
 
     def write_file(self, path: str, content: str) -> None:
+        """Create or replace `path`, owned (with the directories made for it) by the commands'
+        uid, so they can go on changing it."""
         full = self._host_path(path)
+        made = [p for p in reversed(full.parents) if not p.exists()]
         full.parent.mkdir(parents=True, exist_ok=True)
         full.write_text(content)
+        if self.jail.uid is not None:
+            for p in (*made, full):
+                os.chown(p, self.jail.uid, self.jail.uid)
 
     def diff(self) -> str:
-        """The patch from the base commit to the working tree, new files included."""
-        with tempfile.TemporaryDirectory(prefix="swe-rlvr-diff-") as tmp:
-            Path(tmp, "objects").mkdir()
-            env = {"GIT_DIR": str(self.copy.base / ".git"), "GIT_WORK_TREE": str(self.copy.repo),
-                   "GIT_INDEX_FILE": f"{tmp}/index", "GIT_OBJECT_DIRECTORY": f"{tmp}/objects",
-                   "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(self.copy.base / ".git" / "objects")}
-            workspace.git("read-tree", self.copy.sha, env=env)
-            workspace.git("add", "-A", "--", ".", *JUNK, env=env)
-            binaries = _binary_paths(workspace.git("diff", "--cached", "--numstat", "-z",
-                                                   self.copy.sha, env=env).stdout)
-            excludes = [f":(exclude,literal){p}" for p in binaries]
-            return workspace.git("diff", "--cached", "--no-color", "--no-ext-diff", "--no-textconv",
-                                 self.copy.sha, "--", ".", *excludes, env=env).stdout
+        """The patch from the base commit to the working tree, new files included (at most
+        `sandbox.max_patch_kb`; `PatchTooLarge` beyond)."""
+        return workspace.tree_diff(self.copy.base / ".git", self.copy.repo, self.copy.sha,
+                                   self.cfg.max_patch_kb * 1024)
 
     # ------------------------------------------------------------------ lifetime
 
@@ -136,6 +133,7 @@ class LocalSandbox:
             isolation.await_gone(self.jail)
             cgroups.remove(self.jail.cgroup)
             workspace.remove_working_copy(self.copy.path)
+            cgroups.remove(self.jail.memory_cgroup)  # after its tmpfs pages are gone
         finally:
             self._released.set()
 
@@ -144,14 +142,3 @@ class LocalSandbox:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _home() -> Path | None:
-    """The caller's home (may hold credentials); hidden from commands unless it holds the root."""
-    home = Path.home().resolve()
-    return None if str(home) in ("/", "") else home
-
-
-def _binary_paths(numstat_z: str) -> list[str]:
-    """Paths that `git diff --numstat -z` reports as binary ("-\t-\t<path>")."""
-    return [item[4:] for item in numstat_z.split("\0") if item.startswith("-\t-\t")]

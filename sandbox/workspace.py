@@ -14,6 +14,12 @@ may add a `layer` (the git-ignored files its install generated, see `sandbox.env
 second lower layer above the base, or copied over the copy. It holds only ignored files, so the
 base stays shared by every environment of its commit and `diff()` is unchanged.
 
+As root, commands run as an unprivileged uid (`isolation.JAIL_UID`): the base and layer are
+chowned to it once (`own_tree`; they are never written through, only copied up), and the copy's
+upper layer, work dir and temp dir live in `rw/`, a tmpfs capped at `sandbox.disk_mb`, so the
+sandbox cannot fill the host's disk. `tree_diff` computes a patch with the host's git and a
+trusted git directory, capped at `sandbox.max_patch_kb`.
+
 `sweep` removes working copies whose owner died or whose TTL passed, unmounting their overlays and
 killing processes still tagged with their id. Simplification: overlays are mounted in the host's
 mount namespace (so the host-side file helpers see them); a SIGKILLed owner therefore leaves one
@@ -33,7 +39,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandbox.base import SandboxError
+from sandbox.base import PatchTooLarge, SandboxError
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +127,7 @@ def _fetch_commit(repo_dir: Path, sha: str, dest: Path) -> None:
 @dataclass(frozen=True)
 class WorkingCopy:
     path: Path
-    """The sandbox directory: marker, repo, tmp, and the overlay's upper/work dirs."""
+    """The sandbox directory: marker, repo, and `rw/` (tmp and the overlay's upper/work dirs)."""
     repo: Path
     tmp: Path
     base: Path
@@ -134,19 +140,25 @@ class WorkingCopy:
 
 
 def create_working_copy(base: Path, sha: str, root: Path, ttl_s: int, mode: str = "auto",
-                        layer: str | Path = "") -> WorkingCopy:
+                        layer: str | Path = "", owner: int | None = None,
+                        disk_mb: int = 0) -> WorkingCopy:
     """A fresh writable copy of `base` with `layer` (if any) over it (`mode`: auto | overlay |
-    copy), labelled with a marker."""
+    copy), labelled with a marker, writable by `owner` (a uid; None: the caller). As root, the
+    overlay's upper layer and the copy's temp dir live on a tmpfs of `disk_mb` MiB (0: uncapped),
+    so the sandbox cannot fill more disk than that."""
     if mode not in ("auto", "overlay", "copy"):
         raise SandboxError(f"Unknown working_copy {mode!r}; choose one of: auto, overlay, copy.")
     path = Path(tempfile.mkdtemp(dir=root / "copies", prefix="wc-"))
     write_marker(path, ttl_s)
-    repo, tmp = path / "repo", path / "tmp"
-    for d in (repo, tmp, path / "upper", path / "work"):
+    rw = _writable_area(path, disk_mb)
+    repo, tmp = path / "repo", rw / "tmp"
+    for d in (repo, tmp, rw / "upper", rw / "work"):
         d.mkdir()
     os.chmod(tmp, 0o1777)
     lowers = [Path(layer), base] if layer else [base]
-    mounted = mode != "copy" and _mount_overlay(lowers, path)
+    for lower in lowers:
+        own_tree(lower, owner)
+    mounted = mode != "copy" and _mount_overlay(lowers, rw, repo, owner)
     if mode == "overlay" and not mounted:
         remove_working_copy(path)
         raise SandboxError("overlayfs is not available here (it needs root and kernel support); "
@@ -157,20 +169,45 @@ def create_working_copy(base: Path, sha: str, root: Path, ttl_s: int, mode: str 
     return WorkingCopy(path=path, repo=repo, tmp=tmp, base=base, sha=sha, mounted=mounted)
 
 
+def _writable_area(path: Path, disk_mb: int) -> Path:
+    """`path/rw`: a tmpfs of `disk_mb` MiB where the caller may mount one (root), else a plain
+    directory. Its pages are charged to the memory cgroup of whoever writes them."""
+    rw = path / "rw"
+    rw.mkdir()
+    if disk_mb > 0 and os.geteuid() == 0:
+        options = f"size={disk_mb}m,mode=755".encode()
+        if _libc.mount(b"tmpfs", str(rw).encode(), b"tmpfs", 0, options) != 0:
+            log.warning("cannot mount a %d MiB tmpfs for the sandbox's writable layer (errno %d); "
+                        "its disk use is not capped", disk_mb, ctypes.get_errno())
+    return rw
+
+
+def own_tree(tree: Path, owner: int | None) -> None:
+    """Make `owner` the owner of every file of `tree` (a base checkout or an environment's
+    layer), once: commands running as `owner` must be able to change them in their copy."""
+    if owner is None or tree.stat().st_uid == owner:
+        return
+    proc = subprocess.run(["chown", "-R", f"{owner}:{owner}", str(tree)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SandboxError(f"chown of {tree} to uid {owner} failed: {proc.stderr.strip()[-300:]}")
+
+
 def write_marker(path: Path, ttl_s: int) -> None:
     marker = {"pid": os.getpid(), "pid_start": process_start(os.getpid()),
               "created": time.time(), "ttl_s": ttl_s}
     (path / MARKER).write_text(json.dumps(marker))
 
 
-def _mount_overlay(lowers: list[Path], path: Path) -> bool:
-    """Mount `lowers` (topmost first) with a fresh upper layer at `path/repo`."""
+def _mount_overlay(lowers: list[Path], rw: Path, repo: Path, owner: int | None) -> bool:
+    """Mount `lowers` (topmost first) at `repo` with a fresh upper layer in `rw`."""
     if os.geteuid() != 0:
         return False
-    shutil.copystat(lowers[-1], path / "upper")
+    shutil.copystat(lowers[-1], rw / "upper")
+    if owner is not None:
+        os.chown(rw / "upper", owner, owner)
     lowerdir = ":".join(str(p) for p in lowers)
-    options = f"lowerdir={lowerdir},upperdir={path / 'upper'},workdir={path / 'work'}".encode()
-    rc = _libc.mount(b"overlay", str(path / "repo").encode(), b"overlay", 0, options)
+    options = f"lowerdir={lowerdir},upperdir={rw / 'upper'},workdir={rw / 'work'}".encode()
+    rc = _libc.mount(b"overlay", str(repo).encode(), b"overlay", 0, options)
     return rc == 0
 
 
@@ -184,18 +221,62 @@ def _copy_tree(base: Path, repo: Path) -> None:
 
 def remove_working_copy(path: Path) -> None:
     """Unmount (if mounted) and delete a working copy; safe to call twice."""
-    repo = path / "repo"
-    if os.path.ismount(repo):
-        _libc.umount2(str(repo).encode(), 2)  # MNT_DETACH: succeeds even while a file is open
-        if os.path.ismount(repo):  # never delete through a mount
-            raise SandboxError(f"Cannot unmount {repo}; unmount it by hand (umount -l {repo}) "
-                               f"and run `swe-rlvr sandbox sweep` again.")
+    for mount in (path / "repo", path / "rw"):
+        if os.path.ismount(mount):
+            _libc.umount2(str(mount).encode(), 2)  # MNT_DETACH: succeeds even while a file is open
+            if os.path.ismount(mount):  # never delete through a mount
+                raise SandboxError(f"Cannot unmount {mount}; unmount it by hand (umount -l {mount}) "
+                                   f"and run `swe-rlvr sandbox sweep` again.")
     for attempt in range(6):  # a dying process may still create files while the tree goes
         shutil.rmtree(path, ignore_errors=True)
         if not path.exists():
             return
         time.sleep(0.05 * 2 ** attempt)
     log.warning("working copy %s survived removal; `swe-rlvr sandbox sweep` will retry", path)
+
+
+# --------------------------------------------------------------------------- diffs
+
+
+JUNK = (":(exclude,glob)**/__pycache__/**", ":(exclude,glob)**/*.pyc", ":(exclude,glob)**/*.egg-info/**")
+"""Never part of a patch: byte-code caches and install metadata."""
+
+
+def tree_diff(git_dir: Path, work_tree: Path, sha: str, max_bytes: int) -> str:
+    """The patch from `sha` to the files in `work_tree`, new files included, computed by this
+    host's git with `git_dir` (ours, never the agent's: it may rewrite history or plant hooks and
+    `core.fsmonitor` commands in its own `.git`) read-only, a throw-away index and object
+    directory. Binary files and `JUNK` are left out (they cannot travel in a text patch). More
+    than `max_bytes` of patch raises `PatchTooLarge` without reading the rest."""
+    with tempfile.TemporaryDirectory(prefix="swe-rlvr-diff-") as tmp:
+        Path(tmp, "objects").mkdir()
+        env = {"GIT_DIR": str(git_dir), "GIT_WORK_TREE": str(work_tree),
+               "GIT_INDEX_FILE": f"{tmp}/index", "GIT_OBJECT_DIRECTORY": f"{tmp}/objects",
+               "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(Path(git_dir, "objects"))}
+        git("read-tree", sha, env=env)
+        git("add", "-A", "--", ".", *JUNK, env=env)
+        numstat = git("diff", "--cached", "--numstat", "-z", sha, env=env).stdout
+        binaries = [item[4:] for item in numstat.split("\0") if item.startswith("-\t-\t")]
+        excludes = [f":(exclude,literal){p}" for p in binaries]
+        return _capped_git(["diff", "--cached", "--no-color", "--no-ext-diff", "--no-textconv",
+                            sha, "--", ".", *excludes], env, max_bytes)
+
+
+def _capped_git(args: list[str], env: dict, max_bytes: int) -> str:
+    """stdout of host git, read only up to `max_bytes` (PatchTooLarge past it)."""
+    full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **GIT_ENV, **env}
+    with subprocess.Popen([*GIT_BASE, *args], env=full_env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE) as proc:
+        out = proc.stdout.read(max_bytes + 1)
+        if len(out) > max_bytes:
+            proc.kill()
+            raise PatchTooLarge(f"The patch is larger than {max_bytes // 1024} KiB "
+                                f"(sandbox.max_patch_kb); it was refused. Revert generated or "
+                                f"bulk changes before submitting.")
+        err = proc.stderr.read()
+        if proc.wait() != 0:
+            raise SandboxError(f"git {' '.join(args[:2])} failed: {err.decode(errors='replace')[-400:]}")
+    return out.decode(errors="replace")
 
 
 # --------------------------------------------------------------------------- sweeping

@@ -62,6 +62,19 @@ def test_format_error_variant_ends_on_format_errors(toy, tokenizer):
     assert (traj.termination, traj.format_errors, sum(traj.loss_mask)) == ("format_errors", 4, 0)
 
 
+def test_an_oversized_patch_is_a_format_failure_not_a_giant_string(toy, tokenizer):
+    """A policy that writes megabytes before submitting once made a 1.6 GB patch string in the
+    rollout process. Past `sandbox.max_patch_kb` (1 MiB by default) the submission ends as
+    `patch_too_large`, a format failure with the reason, and no patch is kept."""
+    instance, box = toy
+    write = "```\npython3 -c \"open('big.txt', 'w').write('x' * 99 + '\\n') or None\"\n```"
+    grow = "```\nfor i in $(seq 14); do cat big.txt big.txt > b2 && mv b2 big.txt; done; wc -c big.txt\n```"
+    traj = run_episode(instance, box, ReplayPolicy(tokenizer, [write, grow]), AgentConfig())
+    assert "1638400 big.txt" in traj.messages[5]["content"]                    # 100 B x 2^14
+    assert (traj.termination, traj.patch, traj.format_errors) == ("patch_too_large", "", 1)
+    assert "max_patch_kb" in traj.error
+
+
 def test_sandbox_error_becomes_an_observation(toy, tokenizer):
     instance, box = toy
     traj = run_episode(instance, box, ReplayPolicy(tokenizer, ["```\nopen ../../../etc/passwd\n```"]),

@@ -1,8 +1,7 @@
 """Shared helpers of the agent tests: a tiny tokenizer, a toy git repository, instance and sandbox.
 
-The toy sandbox is the real local backend at isolation level `pgroup` (a process group, no
-namespaces): the agent tests exercise tools and the loop, not isolation, and this level is the
-fastest and works on every machine. The end-to-end tests use the default isolation.
+The toy sandbox is the real local backend at the default isolation (`auto`: bubblewrap where it is
+installed; `pgroup` is refused as root, where its commands would run as host root).
 """
 
 from __future__ import annotations
@@ -76,7 +75,7 @@ def tokenizer(tiny_model_dir):
 
 
 def toy_sandbox_cfg(tmp_path: Path) -> SandboxConfig:
-    return SandboxConfig(isolation="pgroup", workdir=str(tmp_path / "work"),
+    return SandboxConfig(isolation="auto", workdir=str(tmp_path / "work"),
                          env_cache=str(tmp_path / "envs"), command_timeout_s=20)
 
 
