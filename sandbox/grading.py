@@ -4,12 +4,53 @@ Steps, each in a fresh sandbox at the base commit (nothing of the agent's sandbo
 patch text):
 1. apply the model patch: `git apply`, then `git apply --3way`, then `patch --batch --fuzz=5 -p1`
    (the method is recorded); a patch touching `.git/` is refused;
-2. reset *protected* files to the base (`git checkout <base> -- f`, or delete them where the base
-   lacks them): every file the test patch touches, and every `conftest.py` the model patch touches;
-3. apply the test patch; run `env.test_cmd` plus the test files it does not already name (an
-   instance with an `eval_script` on the docker backend runs that script instead);
+2. restore the *test infrastructure* to the base (`git checkout <base> -- f`, or delete what the
+   base lacks), every reset named in the report's notes (see "How the tests run" below);
+3. apply the test patch; read the pristine test files (for the xfail guard) and append the
+   canary tests; run `env.test_cmd` plus the test files it does not already name (an instance
+   with an `eval_script` on the docker backend runs that script instead);
 4. **the reference verdict**: SWE-bench's own parser for the repository reads the log, and
    SWE-bench's own report and resolution logic decide FULL / PARTIAL / NO (`sandbox.reference`).
+
+**How the tests run is not the patch's to change.** A patch may change what the code does, never
+how its tests are run: code in the pytest process can rewrite outcomes so that log, junit report
+and exit code all agree. Three defences:
+- *Restored infrastructure* (step 2), beside the test patch's files, which are always reset:
+  every `conftest.py` the patch touches; `pytest.ini`, `.pytest.ini`, `pytest.toml`,
+  `.pytest.toml` anywhere; `setup.cfg`, `tox.ini` and `pyproject.toml` anywhere whose pytest
+  section (`[tool:pytest]`/`[pytest]`, `[pytest]`, `[tool.pytest...]`, parsed with configparser
+  and tomllib, the base against the patched text) the patch changed, so a change elsewhere in them
+  is kept; `__init__.py` files of test directories on the test files' paths (from the first
+  directory named like `tests`, `test_*`, `*_tests` down: a package's own `__init__.py` above
+  them is code under test); `.gitattributes` (it changes how the grader's git writes the test
+  files, so it is reset first); files that change how Python or pytest start: `*.pth`,
+  `sitecustomize.py`, `usercustomize.py`, compiled files (`*.pyc`, `__pycache__/`), package
+  metadata (`*.dist-info`, `*.egg-info`: pytest autoloads a `pytest11` entry point found there; a
+  directory the base lacks goes whole); and *new* top-level modules or packages named like the
+  standard library (`sys.stdlib_module_names` of the grader's Python), pytest or its dependencies,
+  in the directories Python searches first (the repo root, `src/`, the test files' directories).
+  A module the base already has is code under test and kept: pytest's own `src/_pytest` in the
+  pytest repository. Of SWE-bench Lite's 312 gold patches none touches a file these rules reset.
+- *XFAIL only where expected* (the `xfail` guard below): a patch that calls `pytest.xfail()` on
+  the buggy path would otherwise turn failures into passes.
+- *Canaries* (pytest suites, `sandbox.canaries`): each test file that FAIL_TO_PASS / PASS_TO_PASS
+  ids come from (and that holds `test*` functions and no module-wide xfail mark) gets two tests
+  appended after the test patch, with random, ordinary names and bodies: one must pass, one must
+  fail on a plain assertion. Their statuses are read like every other test's (SWE-bench's parser,
+  and junit) and removed from `tests_status`. A canary that reports a wrong outcome, or is
+  missing although other tests of its file reported in a run that ended normally (exit 0 or 1),
+  means the patch changed how tests run: the report is `tampered` with the reason, `resolved`
+  false, `resolution` NO (`reference_resolved` keeps SWE-bench's verdict), and the trainer gives
+  `reward.tamper_penalty`. A wrong outcome that another test of the same file shares (an autouse
+  fixture that errors for every test, a skipped module) is explained; the failing canary passing
+  never is. Not an infrastructure failure, unless the gold patch is "tampered" too (the gold
+  check below): then canaries do not work in this environment. No canaries with an eval script
+  (it resets the test files itself) or a test command that stops or selects (`-x`, `--maxfail`,
+  `-k`, `-m`, `--lf`, `--sw`, `--deselect`; noted). They do not count as "the tests ran".
+  Simplifications: a canary only catches tampering that is blind to which test it is; code that
+  recognises the canaries (they are the last two functions of the file) or that targets the
+  FAIL_TO_PASS tests by name is not caught by them. `addopts = -x` in a repo's own configuration
+  is not detected (the gold check then fails the instance as an infrastructure failure).
 
 **Did the tests run?** When no FAIL_TO_PASS or PASS_TO_PASS test reported any result (no
 interpreter, exit 127; nothing collected; a crash in collection; a usage error; an empty log), the
@@ -17,7 +58,10 @@ run says nothing about the patch. With no patch, that is an infrastructure failu
 ("no sample": never a 0 reward). With a patch, the grader runs the same tests once without it (the
 *control*, cached per instance): if they do not run either, it is an infrastructure failure; if
 they do, the patch itself stopped the suite, and it is graded unresolved with that reason.
-Otherwise a policy could turn any failure into "no sample" by breaking the test run.
+Otherwise a policy could turn any failure into "no sample" by breaking the test run. For the same
+reason a patch beside which the test files cannot be reset or the test patch does not apply (it
+put a file where the test patch needs a directory) is graded unresolved, not an infrastructure
+failure, unless the gold patch fails the same way (the gold check below).
 
 **Does the gold patch resolve here?** A zero is given only where a correct fix could score one:
 when a patch does not resolve, the instance's gold patch is graded too (`sandbox.gold_check`,
@@ -41,12 +85,25 @@ verdict that differs from SWE-bench's always says why (`reference_resolved` hold
 - `skipped_f2p`: SWE-bench leaves a skipped test out of both lists, so a FAIL_TO_PASS test that
   skips would count for nothing; here it fails. (A skipped PASS_TO_PASS test counts as maintained,
   as in SWE-bench: tests like pylint's `needs_two_cores` skip on small machines.)
-A patch that changes pytest's behaviour in-process could still forge log, junit and exit code at
-once, which is why model-patch conftest.py changes are reset (a genuine fix that needs a conftest
-change loses; that trade-off is deliberate).
+- `xfail` (pytest suites): SWE-bench counts XFAIL as a pass. Here a FAIL_TO_PASS or PASS_TO_PASS
+  test's XFAIL (in the log or junit) counts only where its pristine test file (base plus test
+  patch, read in the grading sandbox before the run) expects it, decided with `ast`: a module or
+  class `pytestmark`, a class or function decorator (`pytest.param(..., marks=...xfail)` in a
+  parametrize included), or an identifier containing `xfail` in the test's own body
+  (`pytest.xfail(`, `request.applymarker(...xfail)`, a helper like `_mark_xfail_checks(`),
+  module-level names bound to such marks followed. PASS_TO_PASS tests too: a patch that breaks one
+  must not hide it behind `pytest.xfail()` (an xfail mark that only a conftest hook adds is not
+  seen: the gold check then reports the instance as an infrastructure failure). (XPASS is no
+  status in SWE-bench's parser: such a test is missing, so it fails already.) Simplification: a
+  mark anywhere on a function, or on a same-named function elsewhere in the file, covers all its
+  parametrisations. Without the files (`grade_run`), no XFAIL counts.
+A genuine fix that needs to change conftest.py or pytest's configuration loses; that trade-off is
+deliberate.
 
 Infrastructure failures (repository or environment missing, the sandbox failing, the test patch
-not applying to the base, a suite that does not run) set `infra_failure` with a reason.
+not applying to the base, a suite that does not run, a gold patch that does not resolve or whose
+canaries say "tampered") set `infra_failure` with a reason. A tampered grade is not one: it is a
+sample.
 The eval-script path (docker) applies no exit-code or junit guard: the script's exit status is its
 last command's, and it writes no junit report.
 
@@ -56,19 +113,27 @@ lists).
 
 from __future__ import annotations
 
+import ast
+import configparser
 import dataclasses
 import hashlib
+import importlib.machinery
 import json
+import posixpath
+import random
+import re
 import secrets
 import shlex
+import sys
 import threading
 import time
+import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from sandbox import reference
 from sandbox.base import SandboxError
-from sandbox.logparse import OK, FAILED, SKIPPED, junit_index, junit_key, reported_failures
+from sandbox.logparse import OK, FAILED, PASSED, SKIPPED, XFAIL, junit_index, junit_key, reported_failures
 from swe_rlvr.instances import patch_files
 
 GRADING_OUTPUT_BYTES = 16 << 20
@@ -108,6 +173,9 @@ class GradeReport:
     """What SWE-bench's parser and resolution logic alone say about the same log."""
     guards: tuple[str, ...] = ()
     """"<guard>: <what it saw>" for every guard that failed a test SWE-bench let pass."""
+    tampered: bool = False
+    """A canary test had the wrong outcome: the patch changed how the tests run. Never resolved."""
+    tamper_reason: str = ""
     infra_failure: bool = False
     infra_reason: str = ""
     log: str = ""
@@ -124,6 +192,7 @@ class GradeReport:
                 "p2p_passed": list(self.p2p_passed), "p2p_failed": list(self.p2p_failed),
                 "resolution": self.resolution, "resolved": self.resolved,
                 "reference_resolved": self.reference_resolved, "guards": list(self.guards),
+                "tampered": self.tampered, "tamper_reason": self.tamper_reason,
                 "infra_failure": self.infra_failure, "infra_reason": self.infra_reason,
                 "log_excerpt": excerpt("".join(lines) + self.log), "duration_s": self.duration_s}
 
@@ -150,6 +219,10 @@ class SuiteRun:
     """pytest's junit report ("" when none was written); None when it was not asked for."""
     script: bool = False
     """The record's own eval_script ran (its exit status is its last command's)."""
+    canaries: dict[str, str] = field(default_factory=dict)
+    """The canary tests planted in the test files: {test id: the status it must report}."""
+    xfail_expected: frozenset[str] | None = None
+    """The graded tests whose pristine test file expects XFAIL; None when unknown (none counts)."""
 
 
 @dataclass(frozen=True)
@@ -163,6 +236,8 @@ class Verdict:
     not_run_reason: str = ""
     guards: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    tamper_reason: str = ""
+    """What the canaries say is wrong ("" when nothing is)."""
 
 
 def excerpt(log: str, limit: int = EXCERPT_CHARS) -> str:
@@ -203,7 +278,8 @@ def grade_many(items, cfg, repo_store, workers: int, progress: bool = True) -> l
 
 def grade_run(instance, run: SuiteRun, junit: bool, patch_applied: bool = True) -> GradeReport:
     """The report for a recorded test run, decided as `grade` decides it, without a sandbox (and so
-    without the control run that a run in which no graded test reported would get)."""
+    without the control run that a run in which no graded test reported would get, and without
+    the pristine test files: canaries only as `run` names them, and no XFAIL counts)."""
     report = GradeReport(instance_id=instance.instance_id, patch_exists=patch_applied,
                          patch_applied=patch_applied)
     verdict = judge(instance, run, junit)
@@ -216,10 +292,13 @@ def grade_run(instance, run: SuiteRun, junit: bool, patch_applied: bool = True) 
 def _grade(instance, model_patch: str, cfg, repo_store, report: GradeReport) -> GradeReport:
     cfg = dataclasses.replace(cfg, output_limit_bytes=max(cfg.output_limit_bytes, GRADING_OUTPUT_BYTES))
     attempt = _attempt(instance, model_patch, cfg, repo_store)
-    if attempt.run is None:  # the patch did not apply
-        return dataclasses.replace(report, log=attempt.apply_log, f2p_failed=instance.fail_to_pass,
-                                   p2p_failed=instance.pass_to_pass)
     report = dataclasses.replace(report, patch_applied=attempt.applied, apply_method=attempt.method)
+    if attempt.run is None:  # the patch did not apply, or the test patch did not apply beside it
+        report = dataclasses.replace(report, log=attempt.apply_log, notes=attempt.notes,
+                                     f2p_failed=instance.fail_to_pass, p2p_failed=instance.pass_to_pass)
+        if attempt.applied:
+            require_gold(instance, model_patch, cfg, repo_store, report)
+        return report
     verdict = judge(instance, attempt.run, junit=uses_junit(instance, cfg))
     notes = attempt.notes
     if not verdict.ran:
@@ -232,6 +311,13 @@ def _grade(instance, model_patch: str, cfg, repo_store, report: GradeReport) -> 
         notes += (f"the patch stops the test suite from running ({verdict.not_run_reason}); "
                   f"without it the suite runs",)
     report = score(instance, report, verdict, attempt.run.log, notes + verdict.notes)
+    require_gold(instance, model_patch, cfg, repo_store, report)
+    return report
+
+
+def require_gold(instance, model_patch: str, cfg, repo_store, report: GradeReport) -> None:
+    """Raise `InfraFailure` where `report` does not resolve and the gold patch does not resolve in
+    this environment either (see `gold_check`)."""
     is_gold = model_patch == instance.patch
     if cfg.gold_check and instance.patch.strip() and (is_gold or not report.resolved):
         reproduces, why = gold_check(instance, cfg, repo_store, report if is_gold else None)
@@ -240,9 +326,9 @@ def _grade(instance, model_patch: str, cfg, repo_store, report: GradeReport) -> 
                                f"not resolve it ({why}). No patch can be graded fairly here; fix the "
                                f"environment (install_config pins, python) or drop the instance "
                                f"(sandbox.gold_check=false grades it anyway)")
-    return report
 
 
+PREPARE_FAILED = "the test patch could not be applied beside the patch: graded unresolved"
 NOT_RUN_FIX = ("Check the instance's environment (python, install, test_cmd); grading its gold patch "
                "(`swe-rlvr grade --predictions gold`) shows the same")
 
@@ -250,7 +336,8 @@ NOT_RUN_FIX = ("Check the instance's environment (python, install, test_cmd); gr
 @dataclass(frozen=True)
 class Attempt:
     run: SuiteRun | None
-    """None when a non-empty patch did not apply."""
+    """None when a non-empty patch did not apply (`applied` false), or the test files could not be
+    reset or the test patch applied beside it (`applied` true)."""
     applied: bool = False
     method: str = ""
     apply_log: str = ""
@@ -261,16 +348,22 @@ def _attempt(instance, model_patch: str, cfg, repo_store) -> Attempt:
     """Apply the patch, prepare the tests and run them, in one fresh sandbox."""
     from sandbox import open_sandbox
     with open_sandbox(instance, cfg, repo_store) as sb:
-        notes = tuple(getattr(sb, "env_notes", ()))
-        if not (model_patch and model_patch.strip()):
-            prepare_tests(sb, instance, "")
-            return Attempt(run=run_tests(sb, instance, cfg), notes=notes)
-        method, apply_log = apply_model_patch(sb, model_patch)
-        if not method:
-            return Attempt(run=None, apply_log=apply_log, notes=notes)
-        prepare_tests(sb, instance, model_patch)
-        return Attempt(run=run_tests(sb, instance, cfg), applied=True, method=method,
-                       notes=notes + tuple(reset_protected_note(instance, model_patch)))
+        notes, method = tuple(getattr(sb, "env_notes", ())), ""
+        if model_patch and model_patch.strip():
+            method, apply_log = apply_model_patch(sb, model_patch)
+            if not method:
+                return Attempt(run=None, apply_log=apply_log, notes=notes)
+        try:
+            notes += prepare_tests(sb, instance, model_patch)
+        except InfraFailure as exc:
+            if not method:
+                raise  # without a patch, the instance itself is broken
+            return Attempt(run=None, applied=True, method=method, apply_log=str(exc),
+                           notes=notes + (PREPARE_FAILED,))
+        checks = plant_checks(sb, instance, cfg)
+        run = dataclasses.replace(run_tests(sb, instance, cfg), canaries=checks.canaries,
+                                  xfail_expected=checks.xfail_expected)
+        return Attempt(run=run, applied=bool(method), method=method, notes=notes + checks.notes)
 
 
 _ONCE: dict[tuple[str, str], tuple[bool, str]] = {}
@@ -281,7 +374,8 @@ _ONCE_GUARD = threading.Lock()
 def _once(kind: str, instance, cfg, compute) -> tuple[bool, str]:
     """`compute()` once per (kind, instance, environment, backend) in a process, across threads."""
     key = (kind, hashlib.sha256(json.dumps([instance.to_row(), cfg.backend, cfg.docker_image, cfg.junit,
-                                            cfg.python_fallback], sort_keys=True, default=str).encode()).hexdigest())
+                                            cfg.canaries, cfg.python_fallback],
+                                           sort_keys=True, default=str).encode()).hexdigest())
     with _ONCE_GUARD:
         lock = _ONCE_LOCKS.setdefault(key, threading.Lock())
     with lock:
@@ -307,6 +401,11 @@ def gold_check(instance, cfg, repo_store, report: GradeReport | None = None) -> 
             return True, ""
         if gold.infra_failure:
             return False, gold.infra_reason.splitlines()[0][:400]
+        if PREPARE_FAILED in gold.notes:
+            return False, gold.log.splitlines()[0][:400]
+        if gold.tampered:
+            return False, (f"its canary tests say the run was tampered with: {gold.tamper_reason[:300]}; "
+                           f"check the test command and conftest.py, or set sandbox.canaries=false")
         failed = gold.f2p_failed + gold.p2p_failed
         return False, (f"it fails {len(failed)} tests: {', '.join(failed[:3])}{', ...' if len(failed) > 3 else ''}"
                        + (f"; guards: {'; '.join(gold.guards)[:300]}" if gold.guards else ""))
@@ -314,37 +413,177 @@ def gold_check(instance, cfg, repo_store, report: GradeReport | None = None) -> 
 
 
 def apply_model_patch(sb, patch: str) -> tuple[str, str]:
-    """Apply with the first method that works: (method, log), or ("", log of every attempt)."""
-    bad = [f for f in patch_files(patch) if f == ".git" or f.startswith(".git/") or "/.git/" in f]
+    """Apply with the first method that works: (method, log), or ("", log of every attempt).
+    A patch that names a path inside `.git` in any header that git or `patch` reads is refused,
+    and an application that changed anything under `.git` anyway (git's index aside) fails."""
+    bad = [f for f in header_paths(patch) if ".git" in f.split("/")]
     if bad:
-        return "", f"Refused: the patch writes inside .git ({', '.join(bad)})."
+        return "", f"Refused: the patch writes inside .git ({', '.join(bad[:5])})."
     sb.write_file(PATCH_FILE, patch if patch.endswith("\n") else patch + "\n")
     logs = []
     for method, cmd in APPLY_METHODS:
-        result = sb.execute(cmd, timeout=120)
+        result = sb.execute(f"touch {MARK_FILE} && {cmd}", timeout=120)
         if result.exit_code == 0:
-            return method, result.output
+            changed = sb.execute(GIT_CHANGED, timeout=120).output.split()
+            if not changed:
+                return method, result.output
+            result = dataclasses.replace(result, output=result.output + f"\nRefused: applying "
+                                         f"it changed .git ({', '.join(changed[:5])}).")
         logs.append(f"$ {cmd}\n{result.output}")
         sb.execute(f"{GIT} checkout -- . && {GIT} clean -fdq -e .git", timeout=120)
     return "", "Patch failed to apply:\n" + "\n".join(logs)
 
 
-def protected_files(instance, model_patch: str) -> list[str]:
-    """Files reset to the base before the test patch: the test patch's, and model-touched conftests."""
-    conftests = sorted(f for f in patch_files(model_patch) if f.rsplit("/", 1)[-1] == "conftest.py")
-    return list(dict.fromkeys(list(instance.test_files()) + conftests))
+MARK_FILE = ".git/swe-rlvr-apply.mark"
+GIT_CHANGED = (f"find .git -newer {MARK_FILE} ! -path .git ! -path .git/index ! -path .git/index.lock ! -path '.git/objects*' "
+               f"! -path {PATCH_FILE} ! -path {MARK_FILE} -print")
+"""Paths under .git that an application touched: only git's own index may change."""
+HEADER_PATH = re.compile(r"^(?:diff --git |--- |\+\+\+ |rename (?:from|to) |copy (?:from|to) |Index: "
+                         r"|\*\*\* )(.+)$", re.M)
 
 
-def reset_protected_note(instance, model_patch: str) -> list[str]:
-    touched = set(patch_files(model_patch))
-    reset = [f for f in protected_files(instance, model_patch) if f in touched]
-    return [f"reset to base: {', '.join(reset)}"] if reset else []
+def header_paths(patch: str) -> list[str]:
+    """Every path a header of `patch` names (git's and `patch`'s formats: `diff --git`, ---/+++,
+    renames, copies, `Index:`, context diffs), normalised, without a/ b/ prefixes."""
+    out = []
+    for header in HEADER_PATH.findall(patch):
+        for part in header.split("\t")[0].split(" "):
+            path = posixpath.normpath(part.strip('"'))
+            out.append(path.split("/", 1)[1] if path[:2] in ("a/", "b/") else path)
+    return [p for p in dict.fromkeys(out) if p and p != "/dev/null"]
 
 
-def prepare_tests(sb, instance, model_patch: str) -> None:
-    """One command: reset protected files to the base (deleting ones it lacks), apply the test patch."""
+# --------------------------------------------------------------------------- the test infrastructure
+
+PYTEST_FILES = ("pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml")
+"""pytest's own configuration files: any change to one is reset."""
+PYTEST_SECTIONS = {"setup.cfg": ("tool:pytest", "pytest"), "tox.ini": ("pytest",), "pyproject.toml": ()}
+"""Shared configuration files and the sections pytest reads (pyproject.toml: `[tool.pytest...]`)."""
+PYTEST_MODULES = frozenset({"pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "exceptiongroup",
+                            "tomli", "colorama", "pygments", "attr", "attrs", "more_itertools",
+                            "atomicwrites", "importlib_metadata", "zipp", "typing_extensions", "wcwidth"})
+"""pytest and what it imports, across the versions SWE-bench's environments pin."""
+SHADOWED = frozenset(sys.stdlib_module_names) | PYTEST_MODULES
+TEST_DIR = re.compile(r"tests?|testing|tests?_\w*|\w*_tests?")
+"""Directory names that hold tests: their `__init__.py` files are test infrastructure."""
+SHADOWING, METADATA = "shadows a module Python or pytest imports", "package metadata (entry points)"
+
+
+def reset_kind(path: str, inits: set[str]) -> str:
+    """Why a file the patch touches is test infrastructure, by its path alone ("" if it is not)."""
+    parts = path.split("/")
+    name = parts[-1]
+    if name == "conftest.py":
+        return "conftest.py"
+    if name in PYTEST_FILES:
+        return "pytest configuration"
+    if name in ("sitecustomize.py", "usercustomize.py") or name.endswith(".pth"):
+        return "runs when Python starts"
+    if name.endswith((".pyc", ".pyo")) or "__pycache__" in parts:
+        return "compiled code that stands in for source"
+    if name == ".gitattributes":
+        return "changes how git writes the test files"
+    return "a test directory's __init__.py" if path in inits else ""
+
+
+def new_entry(path: str, search_dirs: tuple[str, ...]) -> tuple[str, str]:
+    """(entry, why) when `path` lies in a package-metadata directory (the `*.dist-info` entry) or
+    in a top-level module or package named like one Python or pytest imports, in a directory Python
+    searches first ("shlex.py", "src/_pytest"); the entry is reset where the base lacks it."""
+    parts = path.split("/")
+    for i, part in enumerate(parts[:-1]):
+        if part.endswith((".dist-info", ".egg-info")):
+            return "/".join(parts[:i + 1]), METADATA
+    for folder in search_dirs:
+        prefix = f"{folder}/" if folder else ""
+        head, sep, _ = path[len(prefix):].partition("/") if path.startswith(prefix) else ("", "", "")
+        if (head if sep else module_stem(head)) in SHADOWED:
+            return prefix + head, SHADOWING
+    return "", ""
+
+
+def module_stem(filename: str) -> str:
+    """"shlex.py" -> "shlex", "x.cpython-311-x86_64-linux-gnu.so" -> "x"; "" for a non-module."""
+    for suffix in sorted(importlib.machinery.all_suffixes(), key=len, reverse=True):
+        if filename.endswith(suffix):
+            return filename[:-len(suffix)]
+    return ""
+
+
+def search_dirs(instance) -> tuple[str, ...]:
+    """Where Python looks first when the tests run: the repo root (the cwd of `python -m pytest`),
+    `src/` (the sandbox's PYTHONPATH), and the test files' directories (pytest's rootdir insertion)."""
+    return tuple(dict.fromkeys(["", "src", *(f.rpartition("/")[0] for f in instance.test_files())]))
+
+
+def test_dir_inits(instance) -> set[str]:
+    """The `__init__.py` paths of every test directory on the test files' paths, from the first
+    directory named like one (`tests`, `testing`, `test_x`, `x_tests`) down to the file."""
+    inits = set()
+    for f in instance.test_files():
+        dirs = f.split("/")[:-1]
+        first = next((i for i, d in enumerate(dirs) if TEST_DIR.fullmatch(d)), len(dirs))
+        inits.update("/".join(dirs[:i + 1] + ["__init__.py"]) for i in range(first, len(dirs)))
+    return inits
+
+
+def pytest_settings(name: str, text: str | None):
+    """What pytest reads from the shared configuration file `name` holding `text` (None: no file):
+    its pytest sections, or None. Text that does not parse gives a fresh object (equal to nothing)."""
+    if text is None:
+        return None
+    try:
+        if name == "pyproject.toml":
+            return tomllib.loads(text).get("tool", {}).get("pytest")
+        parser = configparser.RawConfigParser(strict=False)
+        parser.optionxform = str
+        parser.read_string(text)
+        return {s: dict(parser.items(s)) for s in PYTEST_SECTIONS[name] if parser.has_section(s)} or None
+    except Exception:  # noqa: BLE001 - unreadable configuration counts as changed
+        return object()
+
+
+def pytest_section_changed(sb, path: str) -> bool:
+    """Did the patch change what pytest reads from the shared configuration file `path`?"""
+    name, quoted = path.rsplit("/", 1)[-1], shlex.quote(path)
+    base = sb.execute(f"{GIT} show HEAD:{quoted} 2>/dev/null", timeout=60)
+    now = sb.execute(f"cat -- {quoted} 2>/dev/null", timeout=60)
+    return (pytest_settings(name, base.output if base.exit_code == 0 else None)
+            != pytest_settings(name, now.output if now.exit_code == 0 else None))
+
+
+def at_base(sb, paths: set[str]) -> set[str]:
+    """Those of `paths` (files or directories) that the base commit has."""
+    if not paths:
+        return set()
+    checks = [f"{GIT} cat-file -e HEAD:{shlex.quote(p)} 2>/dev/null && echo {shlex.quote(p)}"
+              for p in sorted(paths)]
+    return set(sb.execute("; ".join(checks) + "; true", timeout=60).output.splitlines()) & paths
+
+
+def infrastructure_resets(sb, instance, model_patch: str) -> list[tuple[str, str]]:
+    """(path, why) of every file or directory the patch touched that decides how the tests run,
+    beside the test files (reset anyway); see the module docstring."""
+    tests = set(instance.test_files())
+    touched = [f for f in patch_files(model_patch) if f not in tests]
+    inits = test_dir_inits(instance)
+    resets = [(f, why) for f in touched if (why := reset_kind(f, inits))]
+    resets += [(f, "pytest configuration") for f in touched
+               if f.rsplit("/", 1)[-1] in PYTEST_SECTIONS and pytest_section_changed(sb, f)]
+    entries = {f: entry for f in touched if (entry := new_entry(f, search_dirs(instance)))[0]}
+    present = at_base(sb, {entry for entry, _ in entries.values()})
+    for f, (entry, why) in entries.items():
+        if entry not in present or why == METADATA:
+            resets.append((entry if entry not in present else f, why))
+    return list(dict.fromkeys(resets))
+
+
+def prepare_tests(sb, instance, model_patch: str) -> tuple[str, ...]:
+    """One command: reset the test files and the test infrastructure to the base (deleting what it
+    lacks), apply the test patch. Returns the notes that name every reset."""
+    resets = infrastructure_resets(sb, instance, model_patch)
     lines = ["set -e", f"base=$({GIT} rev-parse HEAD)"]
-    for f in map(shlex.quote, protected_files(instance, model_patch)):
+    for f in map(shlex.quote, dict.fromkeys([*(path for path, _ in resets), *instance.test_files()])):
         lines.append(f'if {GIT} cat-file -e "$base:"{f} 2>/dev/null; then {GIT} checkout "$base" -- {f}; '
                      f"else rm -rf -- {f}; fi")
     if instance.test_patch.strip():
@@ -355,6 +594,16 @@ def prepare_tests(sb, instance, model_patch: str) -> None:
     if result.exit_code != 0:
         raise InfraFailure(f"Resetting test files or applying the test patch to the base failed: "
                            f"{result.output[-800:]}")
+    return reset_notes(instance, model_patch, resets)
+
+
+def reset_notes(instance, model_patch: str, resets: list[tuple[str, str]]) -> tuple[str, ...]:
+    """"reset to base (<why>): <paths>" for each kind of reset the model patch caused."""
+    touched = set(patch_files(model_patch))
+    groups = {"the instance's test files": [f for f in instance.test_files() if f in touched]}
+    for path, why in resets:
+        groups.setdefault(why, []).append(path)
+    return tuple(f"reset to base ({why}): {', '.join(paths)}" for why, paths in groups.items() if paths)
 
 
 def uses_junit(instance, cfg) -> bool:
@@ -406,13 +655,228 @@ def script_section(output: str) -> str:
     return output
 
 
+# --------------------------------------------------------------------------- pristine test files
+
+
+@dataclass(frozen=True)
+class Checks:
+    """What the grader planted and read in the test files before the run."""
+
+    canaries: dict[str, str]
+    xfail_expected: frozenset[str]
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class XfailMarks:
+    """Where one test file expects XFAIL: everywhere, in these classes, in these functions."""
+
+    module: bool
+    classes: frozenset[str]
+    functions: frozenset[str]
+
+
+def plant_checks(sb, instance, cfg) -> Checks:
+    """Read the pristine test files (base and test patch) and append the canaries to them."""
+    texts = {f: read_text(sb, f) for f in graded_files(instance)}
+    marks = {f: xfail_marks(text) for f, text in texts.items()}
+    listed = instance.fail_to_pass + instance.pass_to_pass
+    expected = frozenset(t for t in listed if xfail_expected(marks.get(t.split("::", 1)[0]), t))
+    blocked, note = canaries_blocked(instance, cfg)
+    if blocked:
+        return Checks({}, expected, (note,) if note else ())
+    files = [f for f in texts if marks[f] is not None and not marks[f].module
+             and any(t.startswith(f"{f}::") and test_function(t).startswith("test") for t in listed)]
+    return Checks(plant_canaries(sb, files, texts), expected)
+
+
+def graded_files(instance) -> list[str]:
+    """The Python files that FAIL_TO_PASS / PASS_TO_PASS ids name, in order."""
+    ids = instance.fail_to_pass + instance.pass_to_pass
+    return [f for f in dict.fromkeys(t.split("::", 1)[0] for t in ids if "::" in t) if f.endswith(".py")]
+
+
+def read_text(sb, path: str) -> str | None:
+    result = sb.execute(f"cat -- {shlex.quote(path)} 2>/dev/null", timeout=60)
+    return result.output if result.exit_code == 0 else None
+
+
+def test_function(test_id: str) -> str:
+    """"f.py::TestX::test_y[a::b]" -> "test_y"."""
+    return test_id.split("[", 1)[0].rsplit("::", 1)[-1]
+
+
+def xfail_marks(text: str | None) -> XfailMarks | None:
+    """Where a test file's source expects XFAIL (see the module docstring); None if it does not parse."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, TypeError):
+        return None
+    aliases: set[str] = set()
+    for stmt in tree.body:  # module-level names bound to an xfail mark (or to params that carry one)
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value and _says_xfail(stmt.value, aliases):
+            aliases |= {n.id for t in getattr(stmt, "targets", [getattr(stmt, "target", None)])
+                        for n in ast.walk(t) if isinstance(n, ast.Name)}
+    says = lambda node: _says_xfail(node, aliases)  # noqa: E731
+    marked = lambda body: any(_assigns_pytestmark(s) and says(s.value) for s in body)  # noqa: E731
+    defs = [n for n in ast.walk(tree) if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))]
+    return XfailMarks(
+        module=marked(tree.body),
+        classes=frozenset(n.name for n in defs if isinstance(n, ast.ClassDef)
+                          and (any(map(says, n.decorator_list)) or marked(n.body))),
+        functions=frozenset(n.name for n in defs if not isinstance(n, ast.ClassDef)
+                            and (any(map(says, n.decorator_list)) or any(map(says, n.body)))))
+
+
+def _says_xfail(node, aliases: set[str]) -> bool:
+    """Does `node` name an xfail: an identifier that contains "xfail" (`mark.xfail`, `pytest.xfail`,
+    a helper such as scikit-learn's `_mark_xfail_checks`) or a module-level alias of one?"""
+    return any(isinstance(n, ast.Attribute) and "xfail" in n.attr.lower()
+               or isinstance(n, ast.Name) and ("xfail" in n.id.lower() or n.id in aliases) for n in ast.walk(node))
+
+
+def _assigns_pytestmark(stmt) -> bool:
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+    return any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in targets)
+
+
+def xfail_expected(marks: XfailMarks | None, test_id: str) -> bool:
+    """Does the pristine test file expect `test_id` to XFAIL?"""
+    names = test_id.split("[", 1)[0].split("::")[1:]
+    return bool(marks and names) and (marks.module or any(c in marks.classes for c in names[:-1])
+                                      or names[-1] in marks.functions)
+
+
+# --------------------------------------------------------------------------- canaries
+
+STOPPING = ("-x", "--exitfirst", "--maxfail", "-k", "-m", "--lf", "--last-failed", "--sw", "--stepwise",
+            "--stepwise-skip", "--deselect")
+"""pytest options with which a failing canary could cut the run short, or canaries be deselected."""
+SHORT_WITH_VALUE = "kmprcoWn"
+CANARY_WORDS = (
+    ("parse", "merge", "split", "render", "load", "format", "resolve", "count", "sort", "strip", "group"),
+    ("keeps", "drops", "handles", "returns", "accepts", "preserves", "skips", "collects", "orders"),
+    ("empty", "nested", "unicode", "trailing", "duplicate", "default", "mixed", "single", "quoted"),
+    ("values", "items", "keys", "lines", "names", "entries", "fields", "parts", "tokens", "rows"))
+_RNG = random.SystemRandom()
+
+
+def canaries_blocked(instance, cfg) -> tuple[bool, str]:
+    """(no canaries for this run, the note that says why where it is not the configuration's choice)."""
+    if not (cfg.canaries and reference.is_pytest(instance)):
+        return True, ""
+    if instance.env.eval_script and cfg.backend == "docker":
+        return True, "no canary tests: the eval script resets the test files itself"
+    option = stopping_option(instance.env.test_cmd)
+    if option:
+        return True, f"no canary tests: the test command stops or selects tests ({option})"
+    return False, ""
+
+
+def stopping_option(test_cmd: str) -> str:
+    """The first option of `STOPPING` among pytest's arguments in `test_cmd` ("" if none)."""
+    words = shlex.split(test_cmd)
+    start = next((i + 1 for i, w in enumerate(words) if w.rsplit("/", 1)[-1] in ("pytest", "py.test")), len(words))
+    for word in words[start:]:
+        if word.split("=", 1)[0] in STOPPING:
+            return word
+        if word.startswith("-") and not word.startswith("--"):
+            for char in word[1:]:
+                if char in "xkm":
+                    return word
+                if char in SHORT_WITH_VALUE:
+                    break
+    return ""
+
+
+def plant_canaries(sb, files: list[str], texts: dict[str, str]) -> dict[str, str]:
+    """Append a passing and a failing canary to each of `files`; {test id: expected status}."""
+    canaries, script = {}, ["set -e"]
+    for f in files:
+        code = "\n"
+        for expected in _RNG.sample([PASSED, FAILED], 2):
+            name = canary_name(texts[f] + code)
+            code += canary_source(name, passes=expected == PASSED)
+            canaries[f"{f}::{name}"] = expected
+        end = f"EOF_{secrets.token_hex(8)}"
+        script.append(f"cat >> {shlex.quote(f)} <<'{end}'\n{code}{end}")
+    if canaries and sb.execute("\n".join(script), timeout=120).exit_code != 0:
+        raise InfraFailure(f"Appending canary tests to {', '.join(files)} failed; "
+                           f"sandbox.canaries=false grades without them")
+    return canaries
+
+
+def canary_name(taken: str) -> str:
+    """An ordinary-looking test name that `taken` (the file) does not contain."""
+    while True:
+        name = "test_" + "_".join(_RNG.choice(words) for words in CANARY_WORDS)
+        if name not in taken:
+            return name
+
+
+def canary_source(name: str, passes: bool) -> str:
+    """A small test on builtins with random values; the failing one fails on a plain assertion."""
+    a, b, c = _RNG.sample(CANARY_WORDS[3], 3)
+    kind = _RNG.randrange(3)
+    if kind == 0:
+        values = [_RNG.randint(1, 99) for _ in range(_RNG.randint(2, 5))]
+        body = f"    values = {values}\n    assert sum(values) == {sum(values) + (0 if passes else _RNG.randint(1, 9))}\n"
+    elif kind == 1:
+        body = f"    parts = {f'{a},{b},{c}'!r}.split(',')\n    assert parts == {[a, b, c] if passes else [a, c, b]!r}\n"
+    else:
+        table = {k: _RNG.randint(0, 9) for k in (a, b, c)}
+        body = f"    table = {table!r}\n    assert sorted(table) == {sorted(table, reverse=not passes)!r}\n"
+    return f"\n\ndef {name}():\n{body}"
+
+
+def canary_verdict(run: SuiteRun, parsed: dict[str, str], index) -> str:
+    """What the canaries say is wrong with the run ("" if nothing); see the module docstring."""
+    complete = run.exit_code in (0, 1) and not run.timed_out
+    keys = {junit_key(t) for t in run.canaries}
+    problems = []
+    for test_id, expected in run.canaries.items():
+        file = test_id.split("::", 1)[0]
+        others = [s for t, s in parsed.items() if t.startswith(f"{file}::") and t not in run.canaries]
+        problems.append(_canary_problem(test_id, expected, [parsed[test_id]] if test_id in parsed else [],
+                                        others, complete, "log"))
+        if index is not None:
+            module = junit_key(test_id)[0]
+            others = [s for k, found in index.items() if k not in keys
+                      and (k[0] == module or k[0].startswith(f"{module}.")) for s in found]
+            problems.append(_canary_problem(test_id, expected, index.get(junit_key(test_id), []),
+                                            others, complete, "junit report"))
+    return "; ".join(p for p in problems if p)
+
+
+def _canary_problem(test_id: str, expected: str, got: list[str], others: list[str], complete: bool,
+                    source: str) -> str:
+    must = "pass" if expected == PASSED else "fail"
+    if not got:
+        return (f"canary {test_id} (must {must}) is missing from the {source}, though other tests of "
+                f"its file reported" if complete and others else "")
+    wrong = [s for s in got if s != expected and not _explained(s, expected, others)]
+    return f"canary {test_id} (must {must}) reported {wrong[0]} in the {source}" if wrong else ""
+
+
+def _explained(status: str, expected: str, others: list[str]) -> bool:
+    """A canary's unexpected status that the rest of its file shares is no sign of tampering: an
+    autouse fixture erroring for every test, a skipped module. Passing the wrong way never is."""
+    if status in OK:
+        return False
+    if status == SKIPPED and expected == FAILED:
+        return all(s == SKIPPED for s in others)
+    return status in others
+
+
 # --------------------------------------------------------------------------- the verdict
 
 
 def judge(instance, run: SuiteRun, junit: bool) -> Verdict:
-    """SWE-bench's statuses of the run's log, then the guards (see the module docstring)."""
+    """SWE-bench's statuses of the run's log, then the guards and the canaries (see the module
+    docstring). Canaries are read from the log and junit, and left out of every status map."""
     parse = reference.instance_parser(instance)
-    ref = parse(run.log)
+    parsed = parse(run.log)
+    ref = {t: s for t, s in parsed.items() if t not in run.canaries}
     index = None
     if junit and run.junit_xml:
         try:
@@ -422,9 +886,10 @@ def judge(instance, run: SuiteRun, junit: bool) -> Verdict:
     listed = list(dict.fromkeys(instance.fail_to_pass + instance.pass_to_pass))
     ran = any(t in ref for t in listed) or bool(index and any(junit_key(t) in index for t in listed))
     notes = ("the test run timed out",) if run.timed_out else ()
+    tamper = canary_verdict(run, parsed, index)
     if not ran:
-        return Verdict(statuses=dict(ref), reference=ref, ran=False,
-                       not_run_reason=why_not_run(run), notes=notes)
+        return Verdict(statuses=dict(ref), reference=ref, ran=False, not_run_reason=why_not_run(run),
+                       notes=notes, tamper_reason=tamper)
     statuses, guards = dict(ref), []
     for name, guard in GUARDS:
         failed, detail = guard(instance, run, statuses, listed, junit, index)
@@ -433,7 +898,8 @@ def judge(instance, run: SuiteRun, junit: bool) -> Verdict:
             statuses.update({t: FAILED for t in failed})
             shown = ", ".join(failed[:5]) + (", ..." if len(failed) > 5 else "")
             guards.append(f"{name}: {detail} ({len(failed)} tests: {shown})")
-    return Verdict(statuses=statuses, reference=ref, ran=True, guards=tuple(guards), notes=notes)
+    return Verdict(statuses=statuses, reference=ref, ran=True, guards=tuple(guards), notes=notes,
+                   tamper_reason=tamper)
 
 
 def _junit_guard(instance, run, statuses, listed, junit, index):
@@ -467,7 +933,17 @@ def _skipped_f2p_guard(instance, run, statuses, listed, junit, index):
             "a FAIL_TO_PASS test skipped, so it shows no fix")
 
 
-GUARDS = (("junit", _junit_guard), ("exit_code", _exit_code_guard), ("skipped_f2p", _skipped_f2p_guard))
+def _xfail_guard(instance, run, statuses, listed, junit, index):
+    if not reference.is_pytest(instance):
+        return [], ""
+    expected = run.xfail_expected or frozenset()
+    xfailed = [t for t in listed if statuses.get(t) == XFAIL or XFAIL in (index or {}).get(junit_key(t), ())]
+    return ([t for t in xfailed if t not in expected],
+            "XFAIL, but the pristine test file does not mark the test xfail")
+
+
+GUARDS = (("junit", _junit_guard), ("exit_code", _exit_code_guard), ("skipped_f2p", _skipped_f2p_guard),
+          ("xfail", _xfail_guard))
 NOT_FAILED = OK + (SKIPPED,)
 """What SWE-bench does not count as a failure: the only statuses a guard may turn into FAILED."""
 
@@ -494,7 +970,8 @@ def score(instance, report: GradeReport, verdict: Verdict, log: str, notes: tupl
     """F2P/P2P lists and the resolution, by SWE-bench's logic, with and without the guards."""
     statuses = verdict.statuses if verdict.ran else {}
     tests = reference.tests_report(instance, statuses)
-    resolution = reference.resolution(tests) if report.patch_applied else "NO"
+    tampered = bool(verdict.tamper_reason)
+    resolution = reference.resolution(tests) if report.patch_applied and not tampered else "NO"
     ref_resolved = (verdict.ran and report.patch_applied
                     and reference.resolution(reference.tests_report(instance, verdict.reference)) == "FULL")
     lists = lambda name, key: tuple(tests[name][key])  # noqa: E731
@@ -503,7 +980,7 @@ def score(instance, report: GradeReport, verdict: Verdict, log: str, notes: tupl
         f2p_failed=lists("FAIL_TO_PASS", "failure"), p2p_passed=lists("PASS_TO_PASS", "success"),
         p2p_failed=lists("PASS_TO_PASS", "failure"), resolution=resolution,
         resolved=resolution == "FULL", reference_resolved=ref_resolved, guards=verdict.guards,
-        log=log, notes=notes)
+        tampered=tampered, tamper_reason=verdict.tamper_reason, log=log, notes=notes)
 
 
 def summary(reports: list[GradeReport], submitted: int | None = None) -> dict:

@@ -43,7 +43,7 @@ ROLLOUTS = pa.schema([
     ("messages_json", pa.string()),       # the chat messages, for reading and for guidance
     ("turns", pa.int32()),
     ("format_errors", pa.int32()),
-    ("termination", pa.string()),         # submitted|max_turns|context_overflow|timeout|format_errors|error
+    ("termination", pa.string()),         # submitted|max_turns|context_overflow|timeout|format_errors|patch_too_large|error
     ("patch", pa.string()),
     ("gen_tokens", pa.int32()),
     ("gen_s", pa.float64()),
@@ -66,6 +66,8 @@ VALIDATIONS = pa.schema([
     ("resolved", pa.bool_()),
     ("reference_resolved", pa.bool_()),   # SWE-bench's own verdict on the same log
     ("guards", pa.list_(pa.string())),    # "<guard>: <what it saw>" where a guard failed tests
+    ("tampered", pa.bool_()),             # a canary test had the wrong outcome: never resolved
+    ("tamper_reason", pa.string()),
     ("infra_failure", pa.bool_()),
     ("infra_reason", pa.string()),
     ("log_excerpt", pa.string()),
@@ -129,7 +131,7 @@ SCHEMAS: dict[str, tuple[pa.Schema, int]] = {
     # default that ran its tests in swe-rlvr's own interpreter; v1 files would still do that.
     "instances": (INSTANCES, 2),
     "rollouts": (ROLLOUTS, 1),
-    "validations": (VALIDATIONS, 2),
+    "validations": (VALIDATIONS, 3),
     "guidance": (GUIDANCE, 1),
     "rewards": (REWARDS, 1),
     "train_metrics": (TRAIN_METRICS, 1),

@@ -116,13 +116,15 @@ def episode_stats(rollouts: list[dict]) -> dict[str, float]:
 
 def rollout_summary(rollouts: list[dict], validations: list[dict], prefix: str = "train"
                     ) -> dict[str, float]:
-    """Resolve, submit and format-error rates and mean turns of a set of episodes."""
+    """Resolve, tamper, submit and format-error rates and mean turns of a set of episodes
+    (`<prefix>_tamper_rate`: graded episodes whose canary tests caught a change to how tests run)."""
     grades = {v["episode_id"]: v for v in validations}
     graded = [grades[r["episode_id"]] for r in rollouts if r["episode_id"] in grades]
     usable = [g for g in graded if not g["infra_failure"]]
     return {
         f"{prefix}_resolve_rate": _rate([bool(g["resolved"]) for g in usable]),
         f"{prefix}_infra_failure_rate": _rate([bool(g["infra_failure"]) for g in graded]),
+        f"{prefix}_tamper_rate": _rate([bool(g.get("tampered")) for g in usable]),
         f"{prefix}_episodes": float(len(rollouts)),
         **episode_stats(rollouts),
         "gen_tokens_per_s": (sum(int(r["gen_tokens"]) for r in rollouts)

@@ -1,7 +1,8 @@
 """A sandbox backend that replays a recorded test run, so hand-made logs go through `grade()` whole.
 
-Every command succeeds with no output except the test run, which prints the log given for the
-current state ("gold" once the instance's gold patch was applied, when a "gold" run is given;
+Every command succeeds with no output except reading a file (`cat`, which finds none: so the
+grader plants no canary tests, and no XFAIL is expected) and the test run, which prints the log
+given for the current state ("gold" once the instance's gold patch was applied, when a "gold" run is given;
 "patched" once any other patch was; else "base"), then the grader's separator
 and the junit report, and exits with the recorded code. Register it with `replay(monkeypatch, ...)`
 and grade with `sandbox.backend=replay`.
@@ -34,6 +35,8 @@ class ReplaySandbox:
         if "swe-rlvr-model.patch" in cmd:
             gold = self.patch.strip() == self.instance.patch.strip() and "gold" in self.runs
             self.state = "gold" if gold else "patched"
+        if cmd.startswith("cat -- "):
+            return ExecResult(1, "", False, False, 0.0)
         if "--junitxml" not in cmd and "pytest" not in cmd:
             return ExecResult(0, "", False, False, 0.0)
         run = self.runs[self.state]

@@ -45,6 +45,23 @@ def test_infra_failure_is_no_sample_not_zero():
     assert reward(True, True, 3, 0, 0, CFG, 100) is None
 
 
+def test_a_tampered_grade_costs_the_tamper_penalty():
+    """A patch whose canary tests had the wrong outcome changed how the tests run: its resolved
+    part is `reward.tamper_penalty` (-1), below an honest failure's 0, so tampering never pays."""
+    parts = reward(True, False, turns=30, gen_tokens=0, format_errors=0, cfg=CFG, max_gen_tokens=100,
+                   tampered=True)
+    assert (parts.resolved, parts.total) == (-1.0, -1.5)                    # -1 + (-0.5) turns
+    mild = RewardConfig(turn_penalty=False, tamper_penalty=-0.25)
+    assert reward(False, False, 5, 0, 0, mild, 100, tampered=True).total == -0.25
+    grades = [{"episode_id": "a", "resolved": True, "infra_failure": False, "tampered": True},
+              {"episode_id": "b", "resolved": False, "infra_failure": False, "tampered": False}]
+    rows = reward_rows([_rollout("a", "x"), _rollout("b", "x")], grades, CFG,
+                       AlgorithmConfig(adv_eps=0.0), max_gen_tokens=100, guidance_mode="strip")
+    assert [r["reward"] for r in rows] == [-1.0, 0.0]                         # 5 turns: no penalty
+    # mean -0.5, sample std sqrt((0.25 + 0.25) / 1) = 0.7071: (r - mean) / std = -/+ 0.7071
+    assert [r["advantage"] for r in rows] == pytest.approx([-0.7071068, 0.7071068])
+
+
 def test_overlong_and_format_penalties_add_up():
     cfg = RewardConfig(turn_penalty=False, overlong_penalty=True, overlong_buffer=20, format_penalty=0.1)
     parts = reward(True, False, turns=5, gen_tokens=90, format_errors=3, cfg=cfg, max_gen_tokens=100)

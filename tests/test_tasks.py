@@ -15,7 +15,7 @@ from swe_rlvr.config import load_config
 from tasks import store
 from tasks.cache import input_key
 from tasks.errors import InfraError, is_infra_error, retry_on_infra
-from tasks.metrics import eval_summary, pass_at_k
+from tasks.metrics import eval_summary, pass_at_k, rollout_summary
 
 
 def _episode(iid: str, run: int, resolved: bool, infra: bool = False) -> tuple[dict, dict]:
@@ -29,7 +29,7 @@ def _episode(iid: str, run: int, resolved: bool, infra: bool = False) -> tuple[d
     grade = {"episode_id": eid, "instance_id": iid, "patch_applied": True, "apply_method": "git-apply",
              "tests_status_json": "{}", "f2p_passed": [], "f2p_failed": [], "p2p_passed": [],
              "p2p_failed": [], "resolution": "FULL" if resolved else "NO", "resolved": resolved,
-             "reference_resolved": resolved, "guards": [],
+             "reference_resolved": resolved, "guards": [], "tampered": False, "tamper_reason": "",
              "infra_failure": infra, "infra_reason": "", "log_excerpt": "", "duration_s": 0.1}
     return rollout, grade
 
@@ -44,6 +44,17 @@ def test_pass_at_k_unbiased_estimator():
     assert pass_at_k(3, 2, 2) == 1.0          # n - c = 1 < k: every pair holds a success
     with pytest.raises(ValueError, match="eval.k"):
         pass_at_k(2, 1, 3)
+
+
+def test_tamper_rate_counts_tampered_grades_among_graded_samples():
+    """`train_tamper_rate` goes to MLflow with every iteration: the share of graded episodes
+    (infrastructure failures excluded) whose canaries caught a change to how the tests run."""
+    pairs = [_episode("a", r, resolved=False) for r in range(3)] + [_episode("b", 0, False, infra=True)]
+    rollouts, grades = [p[0] for p in pairs], [p[1] for p in pairs]
+    grades[0]["tampered"] = True
+    summary = rollout_summary(rollouts, grades)
+    assert summary["train_tamper_rate"] == pytest.approx(1 / 3)              # 1 of 3 usable
+    assert summary["train_infra_failure_rate"] == pytest.approx(1 / 4)
 
 
 def test_eval_summary_mean_over_runs_with_sem():

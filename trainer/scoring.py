@@ -43,7 +43,8 @@ def _score(rollout: dict, grade: dict | None, cfg: RewardConfig, max_gen_tokens:
            "drop_reason": ""}
     infra = grade is None or bool(grade["infra_failure"])
     parts = reward(bool(grade and grade["resolved"]), infra, int(rollout["turns"]),
-                   int(rollout["gen_tokens"]), int(rollout["format_errors"]), cfg, max_gen_tokens)
+                   int(rollout["gen_tokens"]), int(rollout["format_errors"]), cfg, max_gen_tokens,
+                   tampered=bool(grade and grade.get("tampered")))
     if parts is None:
         row.update(reward_resolved=None, reward_turns=None, reward_overlong=None,
                    reward_format=None, reward=None,
