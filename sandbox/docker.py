@@ -5,55 +5,80 @@ The image is `sandbox.docker_image` if set, else the instance's own (`swebench/s
 `infra/docker/base-image.sh` builds. The repository sits at `/testbed` (SWE-bench's convention):
 if the image already holds the base commit there (SWE-bench and SWE-smith images), that checkout
 is used; otherwise a checkout holding only the base commit (no later history for the agent to
-read) is copied in from the repo store, `.git` included, so `diff()` works against the base.
+read) is copied in from the repo store.
 
-Isolation and limits: no network (`network_mode="none"`), memory (swap included where the engine
-can limit it), pids, CPUs and file size limits, a few capabilities dropped, no-new-privileges,
-and `init` as PID 1 to reap orphans. Timeouts work in three layers (see `sandbox.docker_exec`); a
-command that outlives even the host deadline kills the container, and the sandbox is then dead:
-every later call raises `SandboxError`. Leaks are handled by labels, a TTL and
-`sandbox.docker_sweep.sweep_containers` (re-exported here).
+The policy is hostile: commands run as root in the container and try whatever earns reward or
+reaches the host. So nothing the host trusts is computed by the container after the first agent
+command. `diff()` streams /testbed out through the engine and diffs it with this host's git against
+a git directory the agent never touched (see `sandbox.docker_repo`); a replaced `git` or a forged
+`.git` changes nothing, and a patch past `sandbox.max_patch_kb` is `PatchTooLarge`, never held whole.
+
+What the container allows: root with only the capabilities in CAPS (all others dropped: no
+mounts, raw sockets, device nodes, chroot or file capabilities), no-new-privileges, never
+privileged (so Docker keeps /proc/sys, /sys and /proc's other kernel knobs read-only and masks
+/proc/kcore and friends), `init` as PID 1 to reap orphans.
+What it hides: the network (`network_mode="none"`, unless `sandbox.network`), every host socket
+(nothing of the host is mounted: no engine or containerd socket; its own network namespace hides
+the host's abstract sockets) and the host's files. Nothing it prints is logged on the host (log
+driver `none`: writing to PID 1's stdout fills no json log).
+What it caps: memory (the cgroup's limit over every process, swap included where the engine can
+limit it, /tmp's and /dev/shm's pages too), pids, CPUs, each file's size (RLIMIT_FSIZE), and disk:
+the writable layer may grow by `sandbox.disk_mb` (the engine's quota where its storage driver has
+one, else `sandbox.docker_exec.DiskWatch`, which kills the container past it), /tmp and /dev/shm
+are tmpfs of min(disk_mb, memory_mb) MiB. Timeouts work in three layers (`sandbox.docker_exec`); a
+command that outlives even the host deadline, or a sandbox past its disk cap, kills the container,
+and the sandbox is then dead: every later call raises `SandboxError`. Leaks are handled by labels,
+a TTL and `sandbox.docker_sweep.sweep_containers` (re-exported here); the sandbox's host directory
+(the trusted git directory, diff trees) is a marked `wc-docker-*` working copy that
+`workspace.sweep` removes once its owner dies.
 
 Simplifications: the root filesystem stays writable (test suites write caches beside the code);
-`cfg.memory_mb` is the container's memory limit rather than a per-command address-space limit;
-`cfg.cpu_time_s` is not applied (the wall-clock timeout and the CPU quota bound a command).
+`cfg.cpu_time_s` is not applied (the wall-clock timeout and the CPU quota bound a command); the
+engine's own bind mounts (/etc/hosts, /etc/hostname, /etc/resolv.conf) stay writable and lie
+outside the layer the watch measures, each bounded by RLIMIT_FSIZE alone; the disk watch polls, so
+a fast writer may pass disk_mb by what it writes in one poll before the container dies; with an
+engine quota the copied-in repository counts against disk_mb; /tmp's tmpfs hides whatever the
+image kept in /tmp; root in the container is root on the host's kernel (no user namespace: the
+engine would need `userns-remap`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import posixpath
 import shlex
+import shutil
 import tarfile
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-from sandbox.base import REPO_DIR, ExecResult, SandboxError
-from sandbox.docker_exec import HOST_GRACE_S, Exec, HeadTail, wrapped
-from sandbox.docker_repo import checkout_tar, resolve_commit
+from sandbox import workspace
+from sandbox.base import REPO_DIR, ExecResult, PatchTooLarge, SandboxError
+from sandbox.docker_exec import HOST_GRACE_S, DiskWatch, Exec, FileSink, HeadTail, wrapped
+from sandbox.docker_repo import (archive_stream, checkout_tar, extract_tree, index_pack,
+                                 init_pack_repo, resolve_commit, store_git_dir)
 from sandbox.docker_sweep import remove_container, sandbox_labels, sweep_containers
 
 __all__ = ["BASE_IMAGE", "DockerSandbox", "docker_client", "resolve_image", "sweep_containers"]
 
 BASE_IMAGE = "swe-rlvr/sandbox-base:bookworm"
 WORKDIR = REPO_DIR
-DROPPED_CAPS = ["NET_RAW", "MKNOD", "AUDIT_WRITE", "SETFCAP", "SYS_CHROOT"]
+CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID"]
+"""The only capabilities commands keep: what root needs to install packages and run test suites
+(own and chmod any file, signal its processes, switch users). Docker's defaults less NET_RAW,
+NET_BIND_SERVICE, MKNOD, AUDIT_WRITE, SETFCAP, SETPCAP and SYS_CHROOT."""
+MIB = 1 << 20
 CONDA_ENV_BIN = "/opt/miniconda3/envs/testbed/bin"  # SWE-bench images' environment
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 ENV = {"HOME": "/root", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
        "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PAGER": "cat",
        "GIT_PAGER": "cat", "TERM": "dumb"}
 GIT = "git -c safe.directory=* -c core.quotepath=off -c core.hooksPath=/dev/null"
-DIFF_ENV = ("GIT_INDEX_FILE=/var/tmp/swe-rlvr-diff.index GIT_CONFIG_NOSYSTEM=1 "
-            "GIT_CONFIG_GLOBAL=/dev/null")
-DIFF_CONFIG = ("-c core.fsmonitor=false -c diff.noprefix=false -c diff.mnemonicPrefix=false "
-               "-c diff.relative=false -c core.autocrlf=false")
-JUNK = (":(exclude,glob)**/__pycache__/**", ":(exclude,glob)**/*.pyc",
-        ":(exclude,glob)**/*.egg-info/**")  # as the local backend
 SETUP_TIMEOUT_S = 600.0
-"""Limit of the sandbox's own commands (placing the repo, git add, diff)."""
+"""Limit of the sandbox's own commands (probing the image, placing and packing the repo)."""
 
 
 def docker_client():
@@ -93,14 +118,19 @@ class DockerSandbox:
     def __init__(self, instance, cfg, repo_store: str | Path):
         self.instance, self.cfg = instance, cfg
         self.image = resolve_image(instance, cfg)
-        self._dead, self._container, self._removed = "", None, False
-        self._cwd, self._env = "/", dict(ENV)
+        self._dead, self._disk_full, self._container, self._removed = "", "", None, False
+        self._cwd, self._env, self._host, self._watch = "/", dict(ENV), None, None
         self._client = docker_client()
         try:
             self._ensure_image()
-            self._container = self._start_container()
+            self._host = host_dir(cfg)
+            self._container, quota = self._start_container()
             self._env, found = self._probe()
-            self.base = self._place_repo(found, repo_store)
+            self.base, self._git_dir = self._place_repo(found, repo_store)
+            self._tree_limit = self._tree_bytes() + cfg.disk_mb * MIB
+            if not quota:
+                self._watch = DiskWatch(self._client.api, self._container.id, cfg.disk_mb * MIB,
+                                        self._on_disk_full)
             self._cwd = WORKDIR
         except BaseException:
             self.close()
@@ -115,9 +145,12 @@ class DockerSandbox:
         start = time.monotonic()
         code = self._run(wrapped(cmd, limit, uuid.uuid4().hex), limit, out, HeadTail(4096))
         duration = time.monotonic() - start
-        if code is None:
-            out.add(f"\n[sandbox killed: the command outlived its {limit:g}s limit]\n".encode())
-            return ExecResult(124, out.text(), out.dropped > 0, True, duration)
+        if code is None:  # the sandbox killed the container: at the deadline or past disk_mb
+            why = self._disk_full or f"the command outlived its {limit:g}s limit"
+            out.add(f"\n[sandbox killed: {why}]\n".encode())
+            timed_out = not self._disk_full
+            return ExecResult(124 if timed_out else 137, out.text(), out.dropped > 0, timed_out,
+                              duration)
         timed_out = code == 137 and duration >= limit
         return ExecResult(124 if timed_out else code, out.text(), out.dropped > 0, timed_out, duration)
 
@@ -162,28 +195,40 @@ class DockerSandbox:
                                    f"is {parent} a directory?") from exc
 
     def diff(self) -> str:
-        """The patch from the base commit to the files on disk, new files included.
+        """The patch from the base commit to the files in /testbed, new files included, at most
+        `sandbox.max_patch_kb` (`PatchTooLarge` beyond, as for a sandbox killed past disk_mb).
 
-        As in the local backend, the agent's index, hooks, fsmonitor, external diff drivers and
-        global config play no part (a private index is rebuilt from the base commit), and binary
-        files and byte-code caches are left out: they cannot travel in a text patch.
+        The host computes it, never the container: /testbed is streamed out through the engine
+        (without `.git`) and `workspace.tree_diff` diffs it with this host's git against the
+        trusted git directory, exactly as the local backend does (binary files and byte-code
+        caches are left out: they cannot travel in a text patch).
         """
-        git = f"{DIFF_ENV} {GIT} {DIFF_CONFIG}"
-        junk = " ".join(shlex.quote(p) for p in JUNK)
-        numstat = self._setup(f"{git} read-tree {self.base} && {git} add -A -- . {junk} && "
-                              f"{git} diff --cached --numstat -z {self.base}", keep=1 << 30)
-        binaries = [item[4:] for item in numstat.split("\0") if item.startswith("-\t-\t")]
-        excludes = " ".join(shlex.quote(f":(exclude,literal){p}") for p in binaries)
-        return self._setup(f"{git} diff --cached --no-color --no-ext-diff --no-textconv "
-                           f"{self.base} -- . {excludes}", keep=1 << 30)
+        import docker
+        if self._disk_full:
+            raise PatchTooLarge(f"No patch: this docker sandbox's {self._disk_full}.")
+        self._check_alive()
+        tree = Path(tempfile.mkdtemp(dir=self._host, prefix="tree-"))
+        try:
+            with archive_stream(self._client.api, self._container.id, WORKDIR) as chunks:
+                extract_tree(chunks, tree, self._tree_limit)
+            return workspace.tree_diff(self._git_dir, tree, self.base, self.cfg.max_patch_kb * 1024)
+        except docker.errors.NotFound as exc:
+            raise SandboxError(f"{WORKDIR} is gone from the sandbox (or its container is); there "
+                               f"is no patch to take.") from exc
+        finally:
+            shutil.rmtree(tree, ignore_errors=True)
 
     def close(self) -> None:
-        """Remove the container (idempotent); the sandbox is dead afterwards."""
+        """Remove the container and the host directory (idempotent); the sandbox is dead afterwards."""
         self._dead = self._dead or "the sandbox was closed"
+        if self._watch is not None:
+            self._watch.stop()
         if self._container is not None and not self._removed:
             self._removed = True
             remove_container(self._container)
         self._client.close()
+        if self._host is not None:
+            workspace.remove_working_copy(self._host)
 
     def __enter__(self) -> "DockerSandbox":
         return self
@@ -211,19 +256,23 @@ class DockerSandbox:
                                f"it, or set sandbox.docker_image.") from exc
 
     def _start_container(self):
-        cfg = self.cfg
-        limits = {"mem_limit": f"{cfg.memory_mb}m", "pids_limit": cfg.max_procs,
-                  "nano_cpus": int(cfg.docker_cpus * 1e9)}
-        if _swap_limit(self._client):
-            limits["memswap_limit"] = f"{cfg.memory_mb}m"
-        fsize = cfg.file_size_mb * 1024 * 1024
-        from docker.types import Ulimit
-        return self._client.containers.run(
-            self.image, ["sleep", str(int(cfg.ttl_s))], detach=True, auto_remove=True, init=True,
-            labels=sandbox_labels(self.instance.instance_id, cfg.ttl_s), hostname="sandbox",
-            environment=ENV, working_dir="/", cap_drop=DROPPED_CAPS,
-            security_opt=["no-new-privileges"], ulimits=[Ulimit(name="fsize", soft=fsize, hard=fsize)],
-            **({} if cfg.network else {"network_mode": "none"}), **limits)
+        """The running container, and whether the engine caps its writable layer itself (a
+        quota through `storage_opt`; engines whose storage driver refuses it are remembered)."""
+        import docker
+        options = container_options(self.cfg, self.image, self.instance.instance_id,
+                                    _swap_limit(self._client))
+        url = self._client.api.base_url
+        if _DISK_QUOTA.get(url, True):
+            try:
+                container = self._client.containers.run(
+                    **options, storage_opt={"size": f"{self.cfg.disk_mb}m"})
+                _DISK_QUOTA[url] = True
+                return container, True
+            except docker.errors.APIError as exc:
+                if "storage" not in str(exc).lower():
+                    raise
+                _DISK_QUOTA[url] = False  # e.g. overlay2 on ext4: "only for overlay over xfs"
+        return self._client.containers.run(**options), False
 
     # ------------------------------------------------------------------ environment and repository
 
@@ -242,13 +291,14 @@ class DockerSandbox:
             path = f"{CONDA_ENV_BIN}:/opt/miniconda3/bin:{path}"
         return {**ENV, "PATH": path}, " ".join(lines[2:]).split()
 
-    def _place_repo(self, found: list[str], repo_store: str | Path) -> str:
-        """Make /testbed a checkout of the base commit; returns the commit's sha."""
+    def _place_repo(self, found: list[str], repo_store: str | Path) -> tuple[str, Path]:
+        """Make /testbed a checkout of the base commit; returns the commit's sha and the trusted
+        git directory that `diff()` compares with."""
         if len(found) == 2:  # the image holds the repo and the commit (SWE-bench, SWE-smith)
             head, sha = found
             if head != sha:
                 self._setup(f"cd {WORKDIR} && {GIT} -c advice.detachedHead=false checkout -q -f {sha}")
-            return sha
+            return sha, self._pack_base(sha)
         from sandbox.repos import ensure_repo
         repo = Path(ensure_repo(self.instance, repo_store))
         sha = resolve_commit(repo, self.instance.base_commit)
@@ -256,12 +306,40 @@ class DockerSandbox:
         with open(tar, "rb") as fh:
             if not self._container.put_archive(WORKDIR, fh):
                 raise SandboxError(f"Copying the repository into {WORKDIR} failed; see the engine log.")
-        return sha
+        return sha, store_git_dir(repo)
+
+    def _pack_base(self, sha: str) -> Path:
+        """A host git directory holding the base commit alone: packed by the container's git
+        before any agent command ran (the image is trusted as far as the tests it runs) and
+        indexed, so hash-checked, by this host's git. Tried twice: the engine may drop an exec's
+        output under load (see `_setup`)."""
+        git_dir = self._host / "git"
+        pack = init_pack_repo(git_dir)
+        script = (f"set -o pipefail; cd {WORKDIR} && {GIT} rev-list --objects --no-walk {sha} | "
+                  f"{GIT} pack-objects -q --window=0 --stdout")
+        for attempt in (1, 2):
+            err = HeadTail(8192)
+            try:
+                with open(pack, "wb") as fh:
+                    code = self._run(_setup_argv(script), SETUP_TIMEOUT_S, FileSink(fh), err)
+                if code != 0:
+                    raise SandboxError(f"Packing the base commit in {self.image} failed (exit "
+                                       f"{code}): {err.text()[-1000:]}")
+                index_pack(git_dir, pack, sha)
+                return git_dir
+            except SandboxError:
+                if attempt == 2:
+                    raise
+
+    def _tree_bytes(self) -> int:
+        """Bytes under /testbed now, before any agent command: the base of `diff()`'s cap."""
+        return int(self._setup(f"du -sb {WORKDIR}").split()[0])
 
     # ------------------------------------------------------------------ running
 
-    def _run(self, argv: list[str], limit: float, out: HeadTail, err: HeadTail) -> int | None:
-        """Exit status of `argv`, or None after the host deadline killed the container.
+    def _run(self, argv: list[str], limit: float, out, err: HeadTail) -> int | None:
+        """Exit status of `argv` (its stdout into `out`: a `HeadTail` or a `FileSink`), or None
+        after the sandbox killed the container under it (the host deadline, the disk watch).
 
         Raises SandboxError when the container is gone or dies under the command (closed from
         another thread, killed from outside, past its TTL).
@@ -273,11 +351,15 @@ class DockerSandbox:
                        environment=self._env, out=out, err=err)
         except docker.errors.APIError as exc:
             raise self._died(f"its container is gone ({exc.explanation or exc})") from exc
-        if not job.wait(limit + HOST_GRACE_S):
+        with self._watch.command() if self._watch else contextlib.nullcontext():
+            finished = job.wait(limit + HOST_GRACE_S)
+        if not finished:
             self._dead = (f"a command outlived its {limit:g}s limit by {HOST_GRACE_S:g}s, so the "
                           f"container was killed")
             self._kill()
             job.wait(5.0)
+            return None
+        if self._disk_full:  # the disk watch killed the container under this command
             return None
         try:
             code = job.exit_code()
@@ -305,6 +387,13 @@ class DockerSandbox:
         except docker.errors.APIError:  # already gone; the sandbox is dead either way
             pass
 
+    def _on_disk_full(self, grown: int) -> None:
+        """The disk watch's breach (from its thread): the container dies, whoever was writing."""
+        self._disk_full = (f"files grew by {grown // MIB} MiB, past sandbox.disk_mb="
+                           f"{self.cfg.disk_mb}, so the container was killed")
+        self._dead = self._dead or self._disk_full
+        self._kill()
+
     def _died(self, why: str) -> SandboxError:
         self._dead = self._dead or why
         return SandboxError(f"This docker sandbox is dead: {self._dead}; open a new sandbox.")
@@ -313,12 +402,12 @@ class DockerSandbox:
         """stdout of one of the sandbox's own (idempotent) shell commands; raises SandboxError if
         it fails. The script's stdout starts and ends with a marker line, so output the engine
         lost on the way (its start or all of it, with an exit status of 0) is noticed, and the
-        script runs once more, instead of passing off a truncated diff or probe as complete."""
+        script runs once more, instead of passing off a truncated probe as complete."""
         tag = uuid.uuid4().hex
         begin, end = f"swe-rlvr-begin-{tag}\n", f"swe-rlvr-end-{tag}\n"
         wrapped_script = (f"printf '%s' {shlex.quote(begin)}\n{script}\nstatus=$?; "
                           f"printf '%s' {shlex.quote(end)}; exit $status")
-        argv = ["timeout", "-s", "KILL", f"{SETUP_TIMEOUT_S:g}", "bash", "-c", wrapped_script]
+        argv = _setup_argv(wrapped_script)
 
         def whole(out: HeadTail) -> bool:  # both markers, nothing dropped in between
             text = out.text()
@@ -350,11 +439,48 @@ class DockerSandbox:
         return posixpath.normpath(posixpath.join(WORKDIR, path))
 
 
+def _setup_argv(script: str) -> list[str]:
+    """argv of one of the sandbox's own commands: bash, killed at SETUP_TIMEOUT_S."""
+    return ["timeout", "-s", "KILL", f"{SETUP_TIMEOUT_S:g}", "bash", "-c", script]
+
+
+def container_options(cfg, image: str, instance_id: str, swap_limit: bool) -> dict:
+    """`containers.run` arguments for a sandbox: its isolation and caps (see the module docstring)."""
+    from docker.types import LogConfig, Ulimit
+    fsize = cfg.file_size_mb * MIB
+    ram_disk = max(1, min(cfg.disk_mb, cfg.memory_mb))  # MiB; tmpfs pages count as memory too
+    options = dict(
+        image=image, command=["sleep", str(int(cfg.ttl_s))], detach=True, auto_remove=True,
+        init=True, labels=sandbox_labels(instance_id, cfg.ttl_s), hostname="sandbox",
+        environment=ENV, working_dir="/", cap_drop=["ALL"], cap_add=CAPS,
+        security_opt=["no-new-privileges"], ulimits=[Ulimit(name="fsize", soft=fsize, hard=fsize)],
+        tmpfs={"/tmp": f"rw,exec,nosuid,nodev,size={ram_disk}m,mode=1777"},
+        shm_size=f"{ram_disk}m", log_config=LogConfig(type=LogConfig.types.NONE),
+        mem_limit=f"{cfg.memory_mb}m", pids_limit=cfg.max_procs,
+        nano_cpus=int(cfg.docker_cpus * 1e9))
+    if swap_limit:
+        options["memswap_limit"] = f"{cfg.memory_mb}m"
+    if not cfg.network:
+        options["network_mode"] = "none"
+    return options
+
+
+def host_dir(cfg) -> Path:
+    """The sandbox's own host directory (trusted git directory, diff trees): a working copy with
+    a marker, so `workspace.sweep` removes it once its owner dies or its TTL passes."""
+    root = workspace.sandbox_root(cfg.workdir) / "copies"
+    path = Path(tempfile.mkdtemp(dir=root, prefix="wc-docker-"))
+    workspace.write_marker(path, int(cfg.ttl_s))
+    return path
+
+
 class OutputLost(SandboxError):
     """A command's output stream broke before its end (the engine dropped the connection)."""
 
 
 _SWAP_LIMIT: dict[str, bool] = {}
+_DISK_QUOTA: dict[str, bool] = {}
+"""Per engine: whether its storage driver takes a size quota (unknown engines are tried once)."""
 
 
 def _swap_limit(client) -> bool:

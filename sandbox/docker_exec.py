@@ -1,4 +1,4 @@
-"""One command in a container: the in-container wrapper, the output cap and the host deadline.
+"""Commands in a container: the in-container wrapper, the output cap, the host deadline, the disk watch.
 
 Three layers stop a command, each covering what the one before can miss:
 1. `timeout -s KILL <t>` inside the container kills the command's process group at its limit.
@@ -13,6 +13,11 @@ Three layers stop a command, each covering what the one before can miss:
    caller kills the whole container. Killing only the `docker exec` client would leave the
    command running in the container.
 
+Disk: where the engine cannot cap the container's writable layer (`storage_opt` needs overlay2 on
+xfs with project quotas), `DiskWatch` polls the engine's own measure of it for the sandbox's whole
+life (a daemon may write between commands) and reports a breach; the sandbox then kills the
+container.
+
 Simplification: a process that both clears its environment and closes the exec's pipe survives a
 timeout until the sandbox closes; it cannot block the exec, only use the container's CPU and
 memory limits, which the container's cgroup still bounds.
@@ -23,6 +28,7 @@ from __future__ import annotations
 import struct
 import threading
 import time
+from contextlib import contextmanager
 from typing import BinaryIO
 
 HOST_GRACE_S = 5.0
@@ -165,3 +171,78 @@ def read_frames(reader: BinaryIO, out: HeadTail, err: HeadTail) -> None:
         if len(data) < size:
             raise EOFError(f"the exec stream ended {size - len(data)} bytes into a frame")
         (err if stream == 2 else out).add(data)
+
+
+class FileSink:
+    """Takes an exec's stdout (as `HeadTail` does) and writes it to an open binary file whole."""
+
+    def __init__(self, fh: BinaryIO):
+        self.fh = fh
+
+    def add(self, chunk: bytes) -> None:
+        self.fh.write(chunk)
+
+
+DISK_POLL_S = 0.5
+"""How often the disk watch asks the engine while a command runs."""
+DISK_IDLE_POLL_S = 5.0
+"""... and between commands (a daemon the agent left may still write; the engine walks the whole
+layer for each answer, so idle sandboxes ask rarely)."""
+
+
+def layer_bytes(api, container_id: str) -> int:
+    """The size of the container's writable layer as the engine measures it on the host
+    (`SizeRw`: apparent sizes, so sparse files count whole); nothing inside can fake it."""
+    info = api._result(api._get(api._url("/containers/{0}/json", container_id),
+                                params={"size": 1}), True)
+    return int(info.get("SizeRw") or 0)
+
+
+class DiskWatch:
+    """A thread that calls `breach(grown)` once the writable layer has grown by more than
+    `limit_bytes` since the watch began, then stops. It polls every DISK_POLL_S seconds while
+    a command runs (`with watch.command():`) and every DISK_IDLE_POLL_S seconds otherwise; only
+    the container's removal ends it early (an answer that times out, say while the engine walks
+    a million files the agent made, is asked again)."""
+
+    def __init__(self, api, container_id: str, limit_bytes: int, breach):
+        self.api, self.container_id, self.limit, self.breach = api, container_id, limit_bytes, breach
+        self.start_bytes = layer_bytes(api, container_id)
+        self._busy, self._lock = 0, threading.Lock()
+        self._wake, self._stopped = threading.Event(), False
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="swe-rlvr-disk-watch")
+        self._thread.start()
+
+    @contextmanager
+    def command(self):
+        with self._lock:
+            self._busy += 1
+        self._wake.set()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._busy -= 1
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._wake.set()
+        self._thread.join(5.0)
+
+    def _loop(self) -> None:
+        import docker
+        import requests
+        while True:
+            self._wake.wait(DISK_POLL_S if self._busy else DISK_IDLE_POLL_S)
+            self._wake.clear()
+            if self._stopped:
+                return
+            try:
+                grown = layer_bytes(self.api, self.container_id) - self.start_bytes
+            except docker.errors.NotFound:
+                return  # the container is gone: nothing left to watch
+            except (docker.errors.DockerException, requests.RequestException):
+                continue  # the engine is slow or busy: ask again
+            if grown > self.limit:
+                self.breach(grown)
+                return

@@ -257,12 +257,15 @@ OWNER_SCRIPT = textwrap.dedent("""
     from docker_engine import calc_instance, docker_cfg
     from sandbox.docker import DockerSandbox
     sb = DockerSandbox(calc_instance(sys.argv[2], sys.argv[3]), docker_cfg(), Path(sys.argv[1]))
-    print(sb._container.id, flush=True)
-    os._exit(0)  # dies without close(): the container leaks
+    print(sb._container.id, sb._host, flush=True)
+    os._exit(0)  # dies without close(): the container and the host directory leak
 """)
 
 
 def test_sweeper_removes_containers_of_dead_owners_only(docker_client, calc_store):
+    """An owner dies without close(): the container sweeper removes its container (sparing a
+    live owner's), and the working-copy sweeper its host directory (trusted git dir, trees)."""
+    from sandbox import workspace
     store, base = calc_store
     tag = f"sweep-{random.randrange(1 << 30)}"
     tests_dir = str(Path(__file__).parent)
@@ -275,6 +278,10 @@ def test_sweeper_removes_containers_of_dead_owners_only(docker_client, calc_stor
         assert sweep_containers() >= 1
         assert not labelled(docker_client, calc_instance(base, tag).instance_id)
         assert alive.execute("echo spared").output == "spared\n"
+        host = Path(proc.stdout.split()[1])
+        assert host.is_dir() and alive._host.is_dir()
+        assert host.name in workspace.sweep(workspace.sandbox_root(docker_cfg().workdir))
+        assert not host.exists() and alive._host.is_dir()
 
 
 def test_ttl_expiry_removes_the_container_by_itself(docker_client, calc_store):
