@@ -10,7 +10,8 @@ Measured in one run, side by side:
   while an agent thinks); the last table alternates only the raw call and the best level, so
   that shell has barely a raw call's time to start.
 - a fresh working copy: `open_sandbox` + `close` with the base checkout already cached;
-- grading: `grade(gold)` against running the same tests directly (a prepared checkout, no sandbox).
+- grading: `grade(gold)`, with and without canary tests, against running the same tests directly
+  (a prepared checkout, no sandbox); each timed grade must resolve, untampered.
 
 Targets: <= 1.3x raw subprocess per command, <= 50 ms per working copy, <= 1.2x a bare test run.
 Usage: python bench/sandbox.py [--reps 50] [--calls 200]
@@ -30,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sandbox import isolation, open_sandbox  # noqa: E402
-from sandbox.grading import grade  # noqa: E402
+from sandbox.grading import appended_test_files, grade  # noqa: E402
 from swe_rlvr.config import SandboxConfig  # noqa: E402
 
 
@@ -144,11 +145,23 @@ def grading(inst, cfg, store, reps: int) -> list[tuple[str, float]]:
         subprocess.run(["cp", "-a", f"{sb.copy.repo}/.", str(checkout)], check=True)
     for patch in (inst.patch, inst.test_patch):
         subprocess.run(["git", "apply", "-"], cwd=checkout, input=patch, text=True, check=True)
-    files = [f for f in inst.test_files() if f.endswith(".py")]
-    cmd = f"{sys.executable} -m pytest -rA -p no:cacheprovider {' '.join(files)}"
+    files = appended_test_files(inst)  # the very command grading runs: test_cmd plus these files
+    cmd = f"{inst.env.test_cmd.replace('python', sys.executable, 1)} {' '.join(files)}"
     bare = timed(lambda: subprocess.run(cmd, shell=True, cwd=checkout, capture_output=True), reps)
-    graded = timed(lambda: grade(inst, inst.patch, cfg, store), reps)
-    return [("bare test run (pytest in a prepared checkout)", bare), ("grade(gold) via the sandbox", graded)]
+    rows = [("bare test run (its test command in a prepared checkout)", bare)]
+    for name, canaries in (("grade(gold) via the sandbox, with canaries", True),
+                           ("grade(gold) via the sandbox, without canaries", False)):
+        rows.append((name, timed(lambda c=canaries: _resolved(grade(inst, inst.patch, replace(cfg, canaries=c), store)),
+                                 reps)))
+    return rows
+
+
+def _resolved(report):
+    """What is timed must be right: the gold patch resolves, untampered, with no guard firing."""
+    if not report.resolved or report.tampered or report.infra_failure or report.guards:
+        raise SystemExit(f"grade(gold) went wrong: resolved={report.resolved} tampered="
+                         f"{report.tampered} infra={report.infra_reason!r} guards={report.guards}")
+    return report
 
 
 def print_table(title: str, rows: list[tuple[str, float]], base: float) -> None:
