@@ -20,8 +20,8 @@ from dataclasses import replace
 import pytest
 
 from sandbox import open_sandbox
-from sandbox.grading import (SuiteRun, grade, judge, pytest_settings, score, stopping_option,
-                             xfail_expected, xfail_marks, GradeReport)
+from sandbox.grading import GradeReport, SuiteRun, grade, judge, score
+from sandbox.tamper import pytest_settings, stopping_option, xfail_expected, xfail_marks
 from swe_rlvr.instances import Instance
 from test_sandbox_support import diff_of, git, make_instance, sandbox_config, store, write  # noqa: F401
 
