@@ -57,25 +57,30 @@ def _has(base: Path, controller: str) -> bool:
     return controllers.exists() and controller in controllers.read_text().split()
 
 
-def create(tag: str, max_procs: int) -> Path | None:
-    """A fresh group `<owner pid>-<tag>` with `pids.max`, or None where cgroups are unavailable."""
-    root = pids_root()
+def _fresh_group(controller: str, tag: str) -> Path | None:
+    """The group `<owner pid>-<tag>` of `controller`'s hierarchy, made now; None without one."""
+    root = controller_root(controller)
     if root is None:
         return None
     group = root / f"{os.getpid()}-{tag}"
     group.mkdir(exist_ok=True)
-    (group / "pids.max").write_text(str(max_procs))
+    return group
+
+
+def create(tag: str, max_procs: int) -> Path | None:
+    """A fresh group `<owner pid>-<tag>` with `pids.max`, or None where cgroups are unavailable."""
+    group = _fresh_group("pids", tag)
+    if group is not None:
+        (group / "pids.max").write_text(str(max_procs))
     return group
 
 
 def create_memory(tag: str, memory_mb: int) -> Path | None:
     """A fresh memory group `<owner pid>-<tag>` limited to `memory_mb` (swap included), or None
     where no memory controller is writable."""
-    root = controller_root("memory")
-    if root is None:
+    group = _fresh_group("memory", tag)
+    if group is None:
         return None
-    group = root / f"{os.getpid()}-{tag}"
-    group.mkdir(exist_ok=True)
     limit = str(memory_mb << 20)
     limits = (("memory.max", limit), ("memory.swap.max", "0"), ("memory.limit_in_bytes", limit),
               ("memory.memsw.limit_in_bytes", limit))

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shlex
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -191,7 +192,7 @@ DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 
 def shell_script(view: list[Mount], root: str) -> str:
     """sh lines (run as root in a new mount namespace) that build `view` under `root`."""
-    q = _q
+    q = shlex.quote
     lines = ["umask 022", f"mount -t tmpfs -o mode=755 tmpfs {q(root)}", f"mkdir -p {q(root + '/proc')}",
              f"mount -t proc proc {q(root + '/proc')}",
              f"mkdir -p {q(root + '/dev')} && mount -t tmpfs -o mode=755 tmpfs {q(root + '/dev')}"]
@@ -218,5 +219,3 @@ def shell_script(view: list[Mount], root: str) -> str:
     return " && \\\n".join(lines)
 
 
-def _q(text: str) -> str:
-    return "'" + text.replace("'", "'\\''") + "'"

@@ -90,10 +90,11 @@ def wait_for_death(sb, timeout_s: float) -> str:
 
 
 ATTACKS = {
-    "git-emptied": f"{FIX} && printf '#!/bin/sh\\nexit 0\\n' > /usr/bin/git",
-    "git-forged-first-on-path": (f"{FIX} && printf %b {FORGED!r} > /root/forged.patch && "
-                                 "printf '#!/bin/sh\\ncat /root/forged.patch\\n' > /usr/local/bin/git"
-                                 " && chmod +x /usr/local/bin/git"),
+    "git-emptied": f"{FIX} && printf '#!/bin/sh\\nexit 0\\n' > \"$(command -v git)\"",
+    "git-forged-first-on-path": (f"{FIX} && printf %b {FORGED!r} > \"$HOME/forged.patch\" && "
+                                 "bin=\"${PATH%%:*}\" && mkdir -p \"$bin\" && "
+                                 "printf '#!/bin/sh\\ncat %s\\n' \"$HOME/forged.patch\" > \"$bin/git\" && "
+                                 "chmod +x \"$bin/git\""),
     "attributes-hide-all": f"{FIX} && echo '* binary' > .git/info/attributes",
     "history-replaced": (f"{FIX} && rm -rf .git && git init -q && git add -A && "
                          "git -c user.name=a -c user.email=a@b commit -qm 'base'"),
