@@ -107,15 +107,12 @@ def inherit_start(row: dict, parent: dict | None) -> dict:
 
 
 def check_ladder(cfg: Config) -> None:
-    """Refuse, before any arm runs, a config the ladder cannot report honestly on."""
-    from agent.expert import STYLES
+    """Refuse, before any arm runs, a config the ladder cannot report honestly on (choices such
+    as orchestration.expert_style are checked when the config loads)."""
     if cfg.eval.split == cfg.instances.train_split:
         raise ConfigError(f"eval.split and instances.train_split are both {cfg.eval.split!r}: the "
                           f"ladder evaluates on a held-out split; set eval.split=test (or another "
                           f"split that training never sees).")
-    if cfg.orchestration.expert_style not in STYLES:
-        raise ConfigError(f"Unknown orchestration.expert_style {cfg.orchestration.expert_style!r}; "
-                          f"choose one of: {', '.join(STYLES)}.")
 
 
 @dataclass

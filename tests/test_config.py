@@ -1,14 +1,23 @@
-"""The config tree: paper defaults, presets, file values and overrides, in that precedence."""
+"""The config tree: paper defaults, presets, file values and overrides, in that precedence; and
+every choice setting refuses a value outside its `Literal`, wherever that list is also kept."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import importlib
+import typing
 from pathlib import Path
 
 import pytest
 
-from swe_rlvr.config import Config, PRESETS, flatten, from_dict, load_config, to_dict
+from swe_rlvr import config
+from swe_rlvr.config import (
+    Config, ConfigError, PRESETS, flatten, from_dict, load_config, to_dict,
+)
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "configs"
 
 
 def write_yaml(tmp_path: Path, text: str) -> Path:
@@ -114,3 +123,159 @@ def test_every_shipped_config_loads(path):
     cfg = load_config(path)
     if cfg.preset == "nebius":
         assert cfg.algorithm.clip_high == 0.3
+
+
+def test_new_fields_default_and_range():
+    cfg = Config()
+    assert cfg.algorithm.curriculum_min_tries == 2
+    assert cfg.trainer.processes == 1
+    assert load_config(None, ["trainer.processes=8"]).trainer.processes == 8
+    for key in ("algorithm.curriculum_min_tries", "trainer.processes"):
+        with pytest.raises(ConfigError, match=f"'{key}' is 0, outside its range \\(at least 1"):
+            load_config(None, [f"{key}=0"])
+
+
+# --------------------------------------------------------------------------- choices
+
+
+def _literal_values(tp: typing.Any) -> tuple:
+    """The values of the Literal in `tp`: `Literal[...]`, `tuple[Literal[...], ...]` or a union."""
+    if typing.get_origin(tp) is typing.Literal:
+        return typing.get_args(tp)
+    return tuple(v for arg in typing.get_args(tp) for v in _literal_values(arg))
+
+
+def choice_fields() -> dict[str, tuple[tuple, bool]]:
+    """Every setting of the tree with a fixed set of values -> (its values, whether it takes a list
+    of them), found from the type hints alone."""
+    out: dict[str, tuple[tuple, bool]] = {}
+
+    def walk(cls: type, prefix: str) -> None:
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            tp = hints[f.name]
+            if dataclasses.is_dataclass(tp):
+                walk(tp, f"{prefix}{f.name}.")
+            elif values := _literal_values(tp):
+                out[prefix + f.name] = (values, typing.get_origin(tp) is tuple)
+    walk(Config, "")
+    return out
+
+
+CHOICES = {key: values for key, (values, _) in choice_fields().items()}
+LISTS = {key for key, (_, is_list) in choice_fields().items() if is_list}
+
+
+def _typo(choices: tuple) -> str:
+    """The longest choice with its last two letters swapped: "pairs" -> "paisr"."""
+    word = max(choices, key=len)
+    return word[:-2] + word[-1] + word[-2]
+
+
+def _override(key: str, value: str) -> str:
+    return f"{key}=[{value}]" if key in LISTS else f"{key}={value}"
+
+
+def test_the_choice_fields_include_the_obvious_ones():
+    assert {"guidance.mode", "algorithm.name", "agent.scaffold", "sandbox.backend", "engine.name",
+            "trainer.compile", "guidance.parts", "instances.tiers", "preset"} <= set(CHOICES)
+    assert "instances.train_split" not in CHOICES and "engine.model" not in CHOICES  # open-ended
+
+
+@pytest.mark.parametrize("key", sorted(CHOICES))
+def test_a_typo_in_any_choice_names_the_key_the_value_and_the_choices(key):
+    bad = _typo(CHOICES[key])
+    assert bad not in CHOICES[key]
+    with pytest.raises(ConfigError) as err:
+        load_config(None, [_override(key, bad)])
+    message = str(err.value)
+    assert key in message and repr(bad) in message
+    assert all(str(choice) in message for choice in CHOICES[key])
+
+
+@pytest.mark.parametrize("key", sorted(CHOICES))
+def test_every_choice_of_every_choice_field_loads(key):
+    for choice in CHOICES[key]:
+        cfg = load_config(None, [_override(key, choice)])
+        value = functools.reduce(getattr, key.split("."), cfg)
+        assert value == ((choice,) if key in LISTS else choice)
+
+
+@pytest.mark.parametrize("override, message", [
+    ("guidance.mode=strp", "guidance.mode='strp' is not one of: keep, strip, pairs (did you mean "
+                           "'strip'?)."),
+    ("algorithm.name=ppo", "algorithm.name='ppo' is not one of: dapo, grpo, rft, dpo"),
+    ("agent.scaffold=sweagent", "agent.scaffold='sweagent' is not one of: swe-agent, bash"),
+    ("sandbox.backend=dokcer", "sandbox.backend='dokcer' is not one of: local, docker"),
+    ("guidance.parts=[plan, locaton]",
+     "guidance.parts[1]='locaton' is not one of: plan, feedback, location"),
+    ("trainer.compile=sometimes", "'trainer.compile' must be true, false or auto, got 'sometimes'"),
+])
+def test_a_bad_choice_in_an_override_is_refused_at_load(override, message):
+    with pytest.raises(ConfigError) as err:
+        load_config(None, [override])
+    assert message in str(err.value)
+
+
+def test_a_bad_choice_in_a_yaml_file_is_refused_at_load(tmp_path):
+    path = write_yaml(tmp_path, "guidance:\n  mode: strp\nalgorithm:\n  name: dapo\n")
+    with pytest.raises(ConfigError, match="guidance.mode='strp' is not one of: keep, strip, pairs"):
+        load_config(path)
+
+
+def test_a_bad_choice_is_refused_by_from_dict_too():
+    """trainer.launch rebuilds a config with from_dict: it checks choices as load_config does."""
+    with pytest.raises(ConfigError, match="sandbox.isolation='jail' is not one of: auto, bwrap"):
+        from_dict(Config, {"sandbox": {"isolation": "jail"}})
+    with pytest.raises(ConfigError, match='preset=\'x\' is not one of: "", nebius, agent-rlvr'):
+        from_dict(Config, {"preset": "x"})
+
+
+REGISTRIES = [  # (module, dict of implementations, Literal of its names)
+    ("sandbox", "BACKENDS", config.SandboxBackend),
+    ("agent.tools", "SCAFFOLDS", config.Scaffold),
+    ("trainer.loops", "ENGINES", config.TrainerEngine),
+    ("trainer.advantages", "ADVANTAGES", config.Advantage),
+    ("tasks.update", "LOOPS", config.Algorithm),
+    ("flows.runners", "TASK_RUNNERS", config.TaskRunner),
+]
+
+
+@pytest.mark.parametrize("module, name, literal", REGISTRIES,
+                         ids=[f"{m}.{n}" for m, n, _ in REGISTRIES])
+def test_every_registry_of_implementations_has_the_literals_names(module, name, literal):
+    """A registry keeps its dict (names to lazily imported implementations); its names are the
+    Literal's, so a config value that loads always finds its implementation."""
+    assert set(getattr(importlib.import_module(module), name)) == set(typing.get_args(literal))
+
+
+def test_the_engine_and_preset_names_are_the_literals():
+    from agent.engines import ENGINES
+    from agent.scripted import VARIANTS
+    names = typing.get_args(config.EngineName)
+    assert set(ENGINES) == {n for n in names if not n.startswith("scripted")}
+    assert {n.partition(":")[2] for n in names if n.startswith("scripted:")} == set(VARIANTS)
+    assert ("", *PRESETS) == typing.get_args(config.Preset)
+
+
+COPIES = [  # (module, tuple, its values): derive each from the Literal, then drop it here
+    ("agent.recovery", "TRIGGERS", typing.get_args(config.GuidanceTrigger)),
+    ("agent.expert", "STYLES", typing.get_args(config.ExpertStyle)),
+    ("agent.guidance_sources", "PARTS", typing.get_args(config.GuidancePart)),
+    ("trainer.verifier", "OBJECTIVES", typing.get_args(config.Objective)),
+    ("sandbox.isolation", "LEVELS", typing.get_args(config.Isolation)[1:]),
+    ("swe_rlvr.loaders", "FORMATS", typing.get_args(config.InstanceFormat)),
+    ("swe_rlvr.instances", "DIFFICULTIES", ("", *typing.get_args(config.Tier))),
+]
+
+
+@pytest.mark.parametrize("module, name, values", COPIES, ids=[f"{m}.{n}" for m, n, _ in COPIES])
+def test_every_copy_of_a_literals_values_agrees_with_it(module, name, values):
+    """These tuples repeat a Literal's values, in its order; until each is derived from the Literal
+    (`typing.get_args`), this catches one changing without the other."""
+    assert getattr(importlib.import_module(module), name) == values
+
+
+def test_the_guidance_bench_runs_every_mode():
+    from bench.guidance import MODES
+    assert set(MODES) == set(typing.get_args(config.GuidanceMode))

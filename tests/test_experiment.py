@@ -127,7 +127,7 @@ def test_rl_arms_take_step_0_from_the_arm_they_start_from():
 def test_ladder_refuses_to_evaluate_on_the_training_split():
     with pytest.raises(ConfigError, match="eval.split and instances.train_split"):
         check_ladder(load_config(None, ["eval.split=train"]))
-    with pytest.raises(ConfigError, match="orchestration.expert_style 'teacher'; choose one of"):
+    with pytest.raises(ConfigError, match="orchestration.expert_style='teacher' is not one of: splice, explore, sed"):
         check_ladder(load_config(None, ["orchestration.expert_style=teacher"]))
 
 

