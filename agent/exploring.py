@@ -14,10 +14,13 @@ the episode:
 5. `submit`.
 Each reply starts with one sentence of reasoning naming what it does and why.
 
-The `sed` style is the shortest such episode, for one-line fixes inside a function (the easy
-tier; any other fix falls back to the explore script above):
+The `sed` style is the shortest such episode, for one-line fixes (the easy tier; any other fix
+falls back to the explore script above, whose five turns do not fit the 4-turn budget that the
+ladder and quickstart configs give the sed expert):
 1. `grep -n -A 25 "def NAME" FILE`: the function, with line numbers (NAME from the instance's
-   `meta.function`, else the hunk header's `def`);
+   `meta.function`, else the hunk's or its header's last `def` above the line); a line outside
+   any function greps its top-level definition instead: `"class NAME"`, or `"^NAME ="` for an
+   assignment such as `TRUE_WORDS = {...}` or the pattern lines of `_VERSION = re.compile(...)`;
 2. `sed -i 'Ns/OLD/NEW/' FILE && python -m pytest -q TESTS 2>&1 | tail -3`: substitute on the
    line just read, then run the instance's test files; its reasoning names the line and the
    token change first, so the decision is written out before the command that applies it;
@@ -33,55 +36,16 @@ unresolved and the expert drops it. New and deleted files are written with `cat 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from agent.scripted import ScriptedPolicy, _heredoc
 from swe_rlvr.instances import Instance
+from swe_rlvr.patches import FilePatch, Hunk, parse_patch
 
-_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@ ?(.*)$")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 COMMON = {"self", "None", "True", "False", "return", "def", "class", "import", "from", "with",
           "this", "that", "when", "should", "expected", "value", "values", "raise", "raises",
           "python", "print", "error", "Error", "instead", "line", "lines", "text", "none"}
-
-
-@dataclass
-class Hunk:
-    old_start: int
-    header: str
-    old: list[str] = field(default_factory=list)
-    new: list[str] = field(default_factory=list)
-
-
-@dataclass
-class FileDiff:
-    path: str
-    new_file: bool = False
-    deleted: bool = False
-    hunks: list[Hunk] = field(default_factory=list)
-
-
-def parse_diff(patch: str) -> list[FileDiff]:
-    """Per file, each hunk's old side (context + removed) and new side (context + added)."""
-    files: list[FileDiff] = []
-    for line in patch.split("\n"):
-        if line.startswith("diff --git "):
-            files.append(FileDiff(line.split(" b/", 1)[-1]))
-        elif line.startswith("--- /dev/null"):
-            files[-1].new_file = True
-        elif line.startswith("+++ /dev/null"):
-            files[-1].deleted = True
-        elif line.startswith(("--- ", "+++ ", "index ")):
-            continue
-        elif match := _HUNK.match(line):
-            files[-1].hunks.append(Hunk(int(match.group(1)), match.group(3)))
-        elif files and files[-1].hunks and line[:1] in (" ", "-", "+"):
-            hunk = files[-1].hunks[-1]
-            if line[:1] in " -":
-                hunk.old.append(line[1:])
-            if line[:1] in " +":
-                hunk.new.append(line[1:])
-    return files
 
 
 def changed_block(old: list[str], new: list[str]) -> tuple[str, str, int]:
@@ -117,7 +81,7 @@ def code_names(text: str) -> list[str]:
     return out
 
 
-def search_term(instance: Instance, files: list[FileDiff]) -> str:
+def search_term(instance: Instance, files: list[FilePatch]) -> str:
     """The first name the issue writes as code that the fix's lines or hunk headers mention;
     else the first name it writes as code; else the function of the first hunk (or the file)."""
     touched = " ".join(" ".join([h.header, *h.old, *h.new]) for f in files for h in f.hunks)
@@ -132,7 +96,7 @@ def search_term(instance: Instance, files: list[FileDiff]) -> str:
     return defined.group(1) if defined else first.path.rsplit("/", 1)[-1].removesuffix(".py")
 
 
-def _edit_program(f: FileDiff) -> str:
+def _edit_program(f: FilePatch) -> str:
     lines = [f"path = {f.path!r}", "text = open(path).read()"]
     for hunk in f.hunks:
         old, new, _ = changed_block(hunk.old, hunk.new)
@@ -141,14 +105,14 @@ def _edit_program(f: FileDiff) -> str:
     return _heredoc("python -", "\n".join(lines))
 
 
-def _read_range(f: FileDiff) -> tuple[int, int]:
+def _read_range(f: FilePatch) -> tuple[int, int]:
     first, last = f.hunks[0], f.hunks[-1]
     return max(1, first.old_start - 2), last.old_start + len(last.old) + 1
 
 
 def explore_script(instance: Instance) -> list[tuple[str, str]]:
     """(reasoning, command) per turn, `submit` last."""
-    files = parse_diff(instance.patch)
+    files = parse_patch(instance.patch)
     term = search_term(instance, files)
     steps = [(f"The issue is about `{term}`. Let me find where it is defined and used.",
               f"grep -rn {term!r} --include=*.py . | grep -v /tests/ | head -10")]
@@ -175,7 +139,7 @@ def explore_script(instance: Instance) -> list[tuple[str, str]]:
 
 _TOKEN = re.compile(r"\w+|\s+|[^\w\s]+")
 READ_LINES = 25
-"""Lines after `def` that the sed style prints (grep -A)."""
+"""Lines after the definition line that the sed style prints (grep -A)."""
 
 
 def substitution(old: str, new: str) -> tuple[str, str]:
@@ -221,10 +185,28 @@ def sed_escape(text: str, replacement: bool = False) -> str:
     return "".join("\\" + c if c in special else c for c in text)
 
 
-def one_line_fix(instance: Instance) -> tuple[str, int, str, str, str] | None:
-    """(file, line, old line, new line, function) of a gold patch that changes one line of one
-    function, else None."""
-    files = parse_diff(instance.patch)
+class OneLineFix(NamedTuple):
+    """A gold patch that changes one line, and the definition the sed style reads around it."""
+
+    path: str
+    line: int
+    old: str
+    new: str
+    symbol: str
+    """The function, class or module-level name that holds the line."""
+    anchor: str
+    """The grep pattern of its definition line: `def NAME`, `class NAME` or `^NAME =`."""
+
+
+_TOP_LEVEL = re.compile(r"class\s+(\w+)|([A-Za-z_]\w*)(\s*(?::|=(?!=)))")
+
+
+def one_line_fix(instance: Instance) -> OneLineFix | None:
+    """The fix of a gold patch that changes one line of one file, inside a function (the
+    instance's `meta.function`, else the last `def` above the line in the hunk or its header),
+    or else inside a top-level class or assignment (`TRUE_WORDS = {...}`, a continuation line
+    of `_VERSION = re.compile(...)`); None for any other patch."""
+    files = parse_patch(instance.patch)
     if len(files) != 1 or len(files[0].hunks) != 1 or files[0].new_file or files[0].deleted:
         return None
     hunk = files[0].hunks[0]
@@ -232,12 +214,28 @@ def one_line_fix(instance: Instance) -> tuple[str, int, str, str, str] | None:
     if len(hunk.old) != len(hunk.new) or len(removed) != 1:
         return None
     row = removed[0]
+    symbol, anchor = _enclosing(instance, hunk, row)
+    if not symbol:
+        return None
+    return OneLineFix(files[0].path, hunk.old_start + row, hunk.old[row], hunk.new[row], symbol,
+                      anchor)
+
+
+def _enclosing(instance: Instance, hunk: Hunk, row: int) -> tuple[str, str]:
+    """(symbol, anchor) of the definition that holds old line `row` of `hunk`, or ("", "")."""
     defs = [re.match(r"\s*def\s+(\w+)", line) for line in [hunk.header, *hunk.old[:row]]]
     found = [d.group(1) for d in defs if d]
     function = instance.meta().get("function") or (found[-1] if found else "")
-    if not function:
-        return None
-    return files[0].path, hunk.old_start + row, hunk.old[row], hunk.new[row], function
+    if function:
+        return function, f"def {function}"
+    top = next((line for line in reversed(hunk.old[:row + 1])
+                if line[:1].strip() and not line.startswith("#")), "")
+    match = _TOP_LEVEL.match(top)             # the statement at column 0 that the line is part of
+    if match and match[1]:
+        return match[1], f"class {match[1]}"
+    if match:
+        return match[2], "^" + match[2] + match[3]
+    return "", ""
 
 
 def sed_script(instance: Instance) -> list[tuple[str, str]]:
@@ -245,16 +243,21 @@ def sed_script(instance: Instance) -> list[tuple[str, str]]:
     fix = one_line_fix(instance)
     if fix is None:
         return explore_script(instance)
-    path, line, old, new, function = fix
-    pattern, replacement = substitution(old, new)
+    pattern, replacement = substitution(fix.old, fix.new)
     tests = " ".join(instance.test_files()) or "tests"
+    edit = f"{fix.line}s|{sed_escape(pattern)}|{sed_escape(replacement, True)}|"
     return [
-        (f"The failing tests exercise `{function}` in {path}. Let me read it.",
-         f'grep -n -A {READ_LINES} "def {function}" {path}'),
-        (f"Line {line} is wrong: `{pattern.strip()}` should be `{replacement.strip()}`.",
-         f"sed -i '{line}s|{sed_escape(pattern)}|{sed_escape(replacement, True)}|' {path} && "
+        (f"The failing tests exercise `{fix.symbol}` in {fix.path}. Let me read it.",
+         f'grep -n -A {READ_LINES} "{fix.anchor}" {fix.path}'),
+        (f"Line {fix.line} is wrong: `{pattern.strip()}` should be `{replacement.strip()}`.",
+         f"sed -i {_single_quoted(edit)} {fix.path} && "
          f"python -m pytest -q {tests} 2>&1 | tail -3"),
         ("The tests pass now, so I submit the fix.", "submit")]
+
+
+def _single_quoted(text: str) -> str:
+    """`text` as one shell word in single quotes (a quote inside becomes '\\'')."""
+    return "'" + text.replace("'", "'\\''") + "'"
 
 
 SCRIPTS = {"explore": explore_script, "sed": sed_script}

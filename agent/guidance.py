@@ -5,17 +5,15 @@
 `Trajectory.guidance_start/guidance_end` and gives it loss mask 0, like any other context.
 
 Training modes (GuidanceConfig.mode): `keep` trains on the ids as they are; `strip` calls
-`strip_guidance`, which cuts the span out of ids, mask and log-probs. Because the block ends exactly
-where the first user message ends (before the end-of-turn token) and its edges are token edges, the
-stripped ids decode to the unguided prompt followed by the same turns. The sampler's log-probs of the
+`trainer.episodes.strip_guidance`, which cuts the span out of ids, mask and log-probs. Because the
+block ends exactly where the first user message ends (before the end-of-turn token) and its edges
+are token edges, the stripped ids decode to the unguided prompt followed by the same turns. The sampler's log-probs of the
 policy's tokens were computed *with* the hint; under `strip` they are stale as importance weights, so
 the trainer should treat stripped episodes as off-policy (recompute old log-probs, or use them for SFT
 / RFT only). That choice belongs to the trainer.
 """
 
 from __future__ import annotations
-
-from agent.trajectory import Trajectory
 
 OPEN_TAG, CLOSE_TAG = "<guidance>", "</guidance>"
 INSTRUCTION = ("Use this guidance, but solve the problem from the start: explore, edit and test as "
@@ -35,11 +33,3 @@ def inject_guidance(messages: list[dict], text: str) -> list[dict]:
     out[first]["content"] += guidance_block(text)
     return out
 
-
-def strip_guidance(traj: Trajectory) -> tuple[list[int], list[int], list[float]]:
-    """(token_ids, loss_mask, logprobs) without the guidance span; unchanged when unguided."""
-    a, b = traj.guidance_start, traj.guidance_end
-    if a < 0:
-        return list(traj.token_ids), list(traj.loss_mask), list(traj.logprobs)
-    cut = lambda xs: list(xs[:a]) + list(xs[b:])  # noqa: E731
-    return cut(traj.token_ids), cut(traj.loss_mask), cut(traj.logprobs)

@@ -31,6 +31,7 @@ from typing import Callable, Protocol
 
 from swe_rlvr.config import GuidanceConfig
 from swe_rlvr.instances import Instance
+from swe_rlvr.patches import Hunk, parse_hunks
 
 PARTS = ("plan", "feedback", "location")
 ReadBase = Callable[[Instance, str], str]
@@ -86,46 +87,7 @@ class GuidanceSource(Protocol):
     def make(self, instance: Instance, failure: Failure) -> Guidance: ...
 
 
-# --------------------------------------------------------------------------- patch anatomy
-
-
-@dataclass
-class Hunk:
-    path: str
-    old_start: int
-    old_len: int
-    removed: list[str] = field(default_factory=list)
-    added: list[str] = field(default_factory=list)
-    changed_at: list[int] = field(default_factory=list)
-    """Base-file lines the hunk changes: each non-blank removed line, and for an insertion the
-    line it follows (or 1 at the top of the file)."""
-
-
-_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+\d+(?:,\d+)? @@")
-
-
-def parse_hunks(patch: str) -> list[Hunk]:
-    """Unified diff -> hunks with old-side line numbers and their removed/added lines."""
-    hunks: list[Hunk] = []
-    path, old = "", 0
-    for line in patch.splitlines():
-        if line.startswith("+++ "):
-            path = line[4:].removeprefix("b/").strip()
-        elif (m := _HUNK.match(line)):
-            hunks.append(Hunk(path, int(m[1]), int(m[2]) if m[2] is not None else 1))
-            old = int(m[1])
-        elif hunks and line.startswith("-") and not line.startswith("---"):
-            hunks[-1].removed.append(line[1:])
-            if line[1:].strip():
-                hunks[-1].changed_at.append(old)
-            old += 1
-        elif hunks and line.startswith("+") and not line.startswith("+++"):
-            hunks[-1].added.append(line[1:])
-            if line[1:].strip() and (not hunks[-1].changed_at or hunks[-1].changed_at[-1] < old - 1):
-                hunks[-1].changed_at.append(max(old - 1, 1))
-        elif hunks and line.startswith(" "):
-            old += 1
-    return hunks
+# --------------------------------------------------------------------------- where the fix edits
 
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)

@@ -30,17 +30,15 @@ newline); the script does not look at observations, so a failed edit is not retr
 from __future__ import annotations
 
 import random
-import re
-from dataclasses import dataclass, field
 
 from agent.chat import ChatTokens
 from agent.engines.base import UNFILTERED, Sample, SamplingParams
 from swe_rlvr.instances import Instance
+from swe_rlvr.patches import parse_patch
 
 VARIANTS = ("gold", "cheat", "format_error", "weak", "coin")
 NOOP = "ls"
 """The no-op command of `weak` and `coin`: look around, then submit nothing."""
-_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 MALFORMED = (
     "I will look at the repository first.",
@@ -49,51 +47,6 @@ MALFORMED = (
     "```bash\nls -la",
     "```\n\n```",
 )
-
-
-@dataclass
-class Hunk:
-    old_start: int
-    old_len: int
-    new_lines: list[str] = field(default_factory=list)
-
-    def span(self) -> tuple[int, int]:
-        """The old-side lines START..END that this hunk replaces (END = START-1: an insertion)."""
-        if self.old_len == 0:
-            return self.old_start + 1, self.old_start
-        return self.old_start, self.old_start + self.old_len - 1
-
-
-@dataclass
-class FilePatch:
-    path: str
-    new: bool = False
-    deleted: bool = False
-    hunks: list[Hunk] = field(default_factory=list)
-
-
-def parse_patch(patch: str) -> list[FilePatch]:
-    """A unified diff -> per-file hunks with their new-side lines (context and added)."""
-    files: list[FilePatch] = []
-    old_left = new_left = 0
-    for line in patch.split("\n"):
-        if old_left or new_left:
-            tag, text = (line[:1] or " "), line[1:]
-            old_left -= tag in " -"
-            new_left -= tag in " +"
-            if tag in " +":
-                files[-1].hunks[-1].new_lines.append(text)
-        elif line.startswith("diff --git "):
-            files.append(FilePatch(line.split(" b/", 1)[-1]))
-        elif line.startswith("--- /dev/null"):
-            files[-1].new = True
-        elif line.startswith("+++ /dev/null"):
-            files[-1].deleted = True
-        elif match := _HUNK.match(line):
-            a, b, _c, d = match.groups()
-            files[-1].hunks.append(Hunk(int(a), 1 if b is None else int(b)))
-            old_left, new_left = files[-1].hunks[-1].old_len, 1 if d is None else int(d)
-    return files
 
 
 def _tag(text: str) -> str:
@@ -114,13 +67,13 @@ def swe_agent_script(patch: str) -> list[str]:
     for fp in parse_patch(patch):
         if fp.deleted:
             commands.append(f"rm {fp.path}")
-        elif fp.new:
-            commands.append(_heredoc(f"create {fp.path}", "\n".join(fp.hunks[0].new_lines)))
+        elif fp.new_file:
+            commands.append(_heredoc(f"create {fp.path}", "\n".join(fp.hunks[0].new)))
         else:
             commands.append(f"open {fp.path}")
             for hunk in reversed(fp.hunks):
                 start, end = hunk.span()
-                commands.append(_heredoc(f"edit {start}:{end}", "\n".join(hunk.new_lines)))
+                commands.append(_heredoc(f"edit {start}:{end}", "\n".join(hunk.new)))
     return commands
 
 
@@ -130,12 +83,12 @@ def bash_script(patch: str) -> list[str]:
     for fp in parse_patch(patch):
         if fp.deleted:
             commands.append(f"rm {fp.path}")
-        elif fp.new:
+        elif fp.new_file:
             folder = fp.path.rsplit("/", 1)[0] if "/" in fp.path else "."
-            body = "\n".join(fp.hunks[0].new_lines)
+            body = "\n".join(fp.hunks[0].new)
             commands.append(_heredoc(f"mkdir -p {folder} && cat > {fp.path}", body))
         else:
-            splices = [f"lines[{h.span()[0] - 1}:{h.span()[1]}] = {[x + chr(10) for x in h.new_lines]!r}"
+            splices = [f"lines[{h.span()[0] - 1}:{h.span()[1]}] = {[x + chr(10) for x in h.new]!r}"
                        for h in reversed(fp.hunks)]
             program = "\n".join([f"path = {fp.path!r}", "lines = open(path).readlines()", *splices,
                                  "open(path, 'w').write(''.join(lines))"])
@@ -194,6 +147,10 @@ class ScriptedPolicy(_ReplyEngine):
             raise ValueError(f"Unknown scripted variant {variant!r}; choose one of: {', '.join(VARIANTS)}.")
         super().__init__(tokenizer, policy_version)
         self.instances, self.variant, self.scaffold = list(instances), variant, scaffold
+        issues = [i.problem_statement.strip() for i in self.instances]
+        self.issues = [(text, self.chat.decode(self.chat.encode(text))) for text in issues]
+        """Each issue as written and as it reads in a decoded prompt, after the tokenizer's
+        normaliser (Qwen2's NFC turns `e` + U+0301 into `é`): `_instance` looks for either."""
 
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Sample]:
         seeds = [None if params.seed is None else params.seed + i for i in range(len(prompts))]
@@ -219,9 +176,9 @@ class ScriptedPolicy(_ReplyEngine):
         return edits(instance.patch)
 
     def _instance(self, prompt: str) -> Instance:
-        found = [i for i in self.instances if i.problem_statement.strip() in prompt]
+        found = [k for k, forms in enumerate(self.issues) if any(f in prompt for f in forms)]
         if found:  # the longest issue text wins, should one issue quote another
-            return max(found, key=lambda i: len(i.problem_statement.strip()))
+            return self.instances[max(found, key=lambda k: len(self.issues[k][0]))]
         raise ValueError("The scripted policy found none of its instances' issues in the prompt; "
                          "pass the instances being rolled out to ScriptedPolicy.")
 

@@ -12,8 +12,9 @@ names) as a JSON string rather than typed fields, because no stage reads them be
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import asdict, dataclass, field, fields
+
+from swe_rlvr.patches import patch_files
 
 SOURCES = ("swe-bench", "swe-gym", "swe-rebench", "swe-smith", "internal", "builtin")
 SPLITS = ("", "train", "test", "dev")
@@ -150,15 +151,3 @@ class Instance:
 
     def meta(self) -> dict:
         return json.loads(self.meta_json or "{}")
-
-
-_DIFF_HEADER = re.compile(r"^diff --git a/(\S+) b/(\S+)", re.MULTILINE)
-_PLUS_HEADER = re.compile(r"^\+\+\+ (?:b/)?(\S+)", re.MULTILINE)
-
-
-def patch_files(patch: str) -> tuple[str, ...]:
-    """Files a unified diff touches (the `b/` side; `/dev/null` targets give the `a/` side)."""
-    names = [b if b != "dev/null" else a for a, b in _DIFF_HEADER.findall(patch)]
-    if not names:
-        names = [n for n in _PLUS_HEADER.findall(patch) if n != "/dev/null"]
-    return tuple(dict.fromkeys(names))

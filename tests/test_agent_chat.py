@@ -11,11 +11,12 @@ import copy
 import pytest
 
 from agent.chat import ChatTokens
-from agent.guidance import OPEN_TAG, guidance_block, inject_guidance, strip_guidance
+from agent.guidance import OPEN_TAG, guidance_block, inject_guidance
 from agent.loop import run_episode
 from agent.scripted import ReplayPolicy, ScriptedPolicy
 from swe_rlvr.config import AgentConfig
 from test_agent_support import tokenizer, toy  # noqa: F401  (fixtures)
+from trainer.episodes import episode_from_row, strip_guidance
 
 QWEN25_STYLE = (
     "{%- if messages[0]['role'] == 'system' %}"
@@ -144,7 +145,8 @@ def test_guidance_tokens_are_masked_and_strippable(toy, tokenizer):
     assert chat.decode(traj.token_ids[a:b]) == guidance_block(HINT)   # the span is exactly the block
     assert set(traj.loss_mask[a:b]) == {0} and set(traj.logprobs[a:b]) == {0.0}
     assert_token_in_token_out(traj, engine, chat)
-    ids, mask, logprobs = strip_guidance(traj)
+    stripped = strip_guidance(episode_from_row(traj.to_row()))         # what the trainer runs
+    ids, mask, logprobs = list(stripped.token_ids), stripped.loss_mask, stripped.logprobs
     unguided = chat.render(traj.messages[:2], generation_prompt=True).replace(guidance_block(HINT), "")
     assert chat.decode(ids).startswith(unguided) and OPEN_TAG not in chat.decode(ids)
     assert len(ids) == len(mask) == len(logprobs) == len(traj.token_ids) - (b - a)

@@ -1,4 +1,4 @@
-"""Guidance sources: patch anatomy, AST localisation, feedback, leakage, and the teacher's fallback."""
+"""Guidance sources: AST localisation, feedback, leakage, and the teacher's fallback."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from agent.guidance_sources import (Failure, RulesSource, enclosing_symbol, feedback_text,
-                                    leakage, locate, make_source, parse_hunks)
+                                    leakage, locate, make_source)
 from agent.teacher import TeacherSource, parse_teacher
 from swe_rlvr.config import GuidanceConfig
 from swe_rlvr.instances import Instance
@@ -60,24 +60,6 @@ def make_instance(patch: str = GOLD) -> Instance:
 
 def read_base(instance: Instance, path: str) -> str:
     return {"shop/money.py": BASE}.get(path, "")
-
-
-def test_parse_hunks_counts_lines_by_hand():
-    hunks = parse_hunks(GOLD)
-    # Hunk 1: header -8,3 -> old lines 8..10; two removed, four added.
-    assert (hunks[0].path, hunks[0].old_start, hunks[0].old_len) == ("shop/money.py", 8, 3)
-    assert len(hunks[0].removed) == 2 and len(hunks[0].added) == 4
-    # Its removed lines are base lines 9 and 10 (line 8 is context).
-    assert hunks[0].changed_at == [9, 10]
-    # Hunk 2: "-14" without a length means one line.
-    assert (hunks[1].old_start, hunks[1].old_len) == (14, 1) and hunks[1].changed_at == [14]
-
-
-def test_pure_insertion_is_located_at_the_line_it_follows():
-    patch = ("--- a/m.py\n+++ b/m.py\n@@ -3,2 +3,3 @@\n def f(x):\n+    x = abs(x)\n"
-             "     return x\n")
-    # Context line 3 (`def f`), then the insertion after it: it follows base line 3.
-    assert parse_hunks(patch)[0].changed_at == [3]
 
 
 def test_enclosing_symbol_is_innermost_qualified_name():

@@ -24,7 +24,8 @@ from swe_rlvr.builtin.mutants import generate_instances
 from swe_rlvr.builtin.outcomes import passed, run_pytest
 from swe_rlvr.builtin.repository import commit_all, git
 from swe_rlvr.builtin.spec import InstanceSpec, SpecError, load_specs
-from swe_rlvr.instances import Instance, patch_files
+from swe_rlvr.instances import Instance
+from swe_rlvr.patches import patch_files
 
 
 def build_instances(run_tests: bool = True) -> list[Instance]:
