@@ -34,10 +34,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from sandbox import open_sandbox  # noqa: E402
-from sandbox.grading import SuiteRun, appended_test_files, grade, grade_run  # noqa: E402
+from sandbox.grading import grade, grade_run  # noqa: E402
 from sandbox.reference import instance_parser  # noqa: E402
+from sandbox.suite_run import SuiteRun, appended_test_files  # noqa: E402
 from swe_rlvr.config import SandboxConfig  # noqa: E402
-from swe_rlvr.loaders import from_swe_rebench, install_config_from_recipe  # noqa: E402
+from swe_rlvr.formats.swe_rebench import from_swe_rebench, install_config_from_recipe  # noqa: E402
 
 REAL = ROOT.parent / "shared" / "data" / "real"
 LOGS = ROOT / "tests" / "data" / "real_logs"

@@ -31,7 +31,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sandbox import isolation, open_sandbox  # noqa: E402
-from sandbox.grading import appended_test_files, grade  # noqa: E402
+from sandbox.grading import grade  # noqa: E402
+from sandbox.suite_run import appended_test_files  # noqa: E402
 from swe_rlvr.config import SandboxConfig  # noqa: E402
 
 

@@ -1,11 +1,10 @@
 """The docker backend: one fresh container per sandbox, driven through the docker SDK.
 
-The image is `sandbox.docker_image` if set, else the instance's own (`swebench/sweb.eval.x86_64.
-<id, "__" -> "_1776_">:latest` for SWE-bench), else, for the built-in suite, the base image that
-`infra/docker/base-image.sh` builds. The repository sits at `/testbed` (SWE-bench's convention):
-if the image already holds the base commit there (SWE-bench and SWE-smith images), that checkout
-is used; otherwise a checkout holding only the base commit (no later history for the agent to
-read) is copied in from the repo store.
+The image is the instance's own, or the one `sandbox.docker_image` names (see
+`sandbox.docker_container`). The repository sits at `/testbed` (SWE-bench's convention): if the
+image already holds the base commit there (SWE-bench and SWE-smith images), that checkout is used;
+otherwise a checkout holding only the base commit (no later history for the agent to read) is
+copied in from the repo store.
 
 The policy is hostile: commands run as root in the container and try whatever earns reward or
 reaches the host. So nothing the host trusts is computed by the container after the first agent
@@ -13,33 +12,12 @@ command. `diff()` streams /testbed out through the engine and diffs it with this
 a git directory the agent never touched (see `sandbox.docker_repo`); a replaced `git` or a forged
 `.git` changes nothing, and a patch past `sandbox.max_patch_kb` is `PatchTooLarge`, never held whole.
 
-What the container allows: root with only the capabilities in CAPS (all others dropped: no
-mounts, raw sockets, device nodes, chroot or file capabilities), no-new-privileges, never
-privileged (so Docker keeps /proc/sys, /sys and /proc's other kernel knobs read-only and masks
-/proc/kcore and friends), `init` as PID 1 to reap orphans.
-What it hides: the network (`network_mode="none"`, unless `sandbox.network`), every host socket
-(nothing of the host is mounted: no engine or containerd socket; its own network namespace hides
-the host's abstract sockets) and the host's files. Nothing it prints is logged on the host (log
-driver `none`: writing to PID 1's stdout fills no json log).
-What it caps: memory (the cgroup's limit over every process, swap included where the engine can
-limit it, /tmp's and /dev/shm's pages too), pids, CPUs, each file's size (RLIMIT_FSIZE), and disk:
-the writable layer may grow by `sandbox.disk_mb` (the engine's quota where its storage driver has
-one, else `sandbox.docker_exec.DiskWatch`, which kills the container past it), /tmp and /dev/shm
-are tmpfs of min(disk_mb, memory_mb) MiB. Timeouts work in three layers (`sandbox.docker_exec`); a
-command that outlives even the host deadline, or a sandbox past its disk cap, kills the container,
-and the sandbox is then dead: every later call raises `SandboxError`. Leaks are handled by labels,
-a TTL and `sandbox.docker_sweep.sweep_containers` (re-exported here); the sandbox's host directory
-(the trusted git directory, diff trees) is a marked `wc-docker-*` working copy that
-`workspace.sweep` removes once its owner dies.
-
-Simplifications: the root filesystem stays writable (test suites write caches beside the code);
-`cfg.cpu_time_s` is not applied (the wall-clock timeout and the CPU quota bound a command); the
-engine's own bind mounts (/etc/hosts, /etc/hostname, /etc/resolv.conf) stay writable and lie
-outside the layer the watch measures, each bounded by RLIMIT_FSIZE alone; the disk watch polls, so
-a fast writer may pass disk_mb by what it writes in one poll before the container dies; with an
-engine quota the copied-in repository counts against disk_mb; /tmp's tmpfs hides whatever the
-image kept in /tmp; root in the container is root on the host's kernel (no user namespace: the
-engine would need `userns-remap`).
+What the container allows, hides and caps is `sandbox.docker_container`'s to say. Timeouts work in
+three layers (`sandbox.docker_exec`); a command that outlives even the host deadline, or a sandbox
+past its disk cap, kills the container, and the sandbox is then dead: every later call raises
+`SandboxError`. Leaks are handled by labels, a TTL and `sandbox.docker_sweep.sweep_containers`; the
+sandbox's host directory (the trusted git directory, diff trees) is a marked `wc-docker-*` working
+copy that `workspace.sweep` removes once its owner dies.
 """
 
 from __future__ import annotations
@@ -57,57 +35,19 @@ from pathlib import Path
 
 from sandbox import workspace
 from sandbox.base import REPO_DIR, ExecResult, PatchTooLarge, SandboxError
+from sandbox.docker_container import (ENV, MIB, docker_client, ensure_image, resolve_image,
+                                      start_container)
 from sandbox.docker_exec import HOST_GRACE_S, DiskWatch, Exec, FileSink, HeadTail, wrapped
 from sandbox.docker_repo import (archive_stream, checkout_tar, extract_tree, index_pack,
                                  init_pack_repo, resolve_commit, store_git_dir)
-from sandbox.docker_sweep import remove_container, sandbox_labels, sweep_containers
+from sandbox.docker_sweep import remove_container
 
-__all__ = ["BASE_IMAGE", "DockerSandbox", "docker_client", "resolve_image", "sweep_containers"]
-
-BASE_IMAGE = "swe-rlvr/sandbox-base:bookworm"
 WORKDIR = REPO_DIR
-CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID"]
-"""The only capabilities commands keep: what root needs to install packages and run test suites
-(own and chmod any file, signal its processes, switch users). Docker's defaults less NET_RAW,
-NET_BIND_SERVICE, MKNOD, AUDIT_WRITE, SETFCAP, SETPCAP and SYS_CHROOT."""
-MIB = 1 << 20
 CONDA_ENV_BIN = "/opt/miniconda3/envs/testbed/bin"  # SWE-bench images' environment
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-ENV = {"HOME": "/root", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
-       "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PAGER": "cat",
-       "GIT_PAGER": "cat", "TERM": "dumb"}
 GIT = "git -c safe.directory=* -c core.quotepath=off -c core.hooksPath=/dev/null"
 SETUP_TIMEOUT_S = 600.0
 """Limit of the sandbox's own commands (probing the image, placing and packing the repo)."""
-
-
-def docker_client():
-    """A docker SDK client for the engine of $DOCKER_HOST or the default socket."""
-    try:
-        import docker
-    except ModuleNotFoundError as exc:
-        raise SandboxError("The docker backend needs the docker SDK; "
-                           "pip install 'docker>=7.1'.") from exc
-    try:
-        return docker.from_env()
-    except docker.errors.DockerException as exc:
-        raise SandboxError(f"No Docker engine answers ({exc}); start one with infra/docker/engine.sh "
-                           f"or choose sandbox.backend=local.") from exc
-
-
-def resolve_image(instance, cfg) -> str:
-    """The image to run `instance` in (see the module docstring)."""
-    if cfg.docker_image:
-        return cfg.docker_image
-    if instance.image:
-        return instance.image
-    if instance.source == "swe-bench":
-        key = instance.instance_id.replace("__", "_1776_").lower()
-        return f"swebench/sweb.eval.x86_64.{key}:latest"
-    if instance.source == "builtin":
-        return BASE_IMAGE
-    raise SandboxError(f"Instance {instance.instance_id!r} names no Docker image; set "
-                       f"sandbox.docker_image=<image> or choose sandbox.backend=local.")
 
 
 class DockerSandbox:
@@ -122,9 +62,10 @@ class DockerSandbox:
         self._cwd, self._env, self._host, self._watch = "/", dict(ENV), None, None
         self._client = docker_client()
         try:
-            self._ensure_image()
+            ensure_image(self._client, self.image)
             self._host = host_dir(cfg)
-            self._container, quota = self._start_container()
+            self._container, quota = start_container(self._client, cfg, self.image,
+                                                     instance.instance_id)
             self._env, found = self._probe()
             self.base, self._git_dir = self._place_repo(found, repo_store)
             self._tree_limit = self._tree_bytes() + cfg.disk_mb * MIB
@@ -235,44 +176,6 @@ class DockerSandbox:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-    # ------------------------------------------------------------------ container life
-
-    def _ensure_image(self) -> None:
-        import docker
-        try:
-            self._client.images.get(self.image)
-            return
-        except docker.errors.ImageNotFound:
-            pass
-        if self.image == BASE_IMAGE:
-            raise SandboxError(f"The base image {BASE_IMAGE} is missing; build it with "
-                               f"infra/docker/base-image.sh.")
-        try:
-            self._client.images.pull(self.image)
-        except docker.errors.APIError as exc:
-            raise SandboxError(f"Docker image {self.image!r} is not in the engine and pulling it "
-                               f"failed ({exc.explanation or exc}); `docker pull` or `docker load` "
-                               f"it, or set sandbox.docker_image.") from exc
-
-    def _start_container(self):
-        """The running container, and whether the engine caps its writable layer itself (a
-        quota through `storage_opt`; engines whose storage driver refuses it are remembered)."""
-        import docker
-        options = container_options(self.cfg, self.image, self.instance.instance_id,
-                                    _swap_limit(self._client))
-        url = self._client.api.base_url
-        if _DISK_QUOTA.get(url, True):
-            try:
-                container = self._client.containers.run(
-                    **options, storage_opt={"size": f"{self.cfg.disk_mb}m"})
-                _DISK_QUOTA[url] = True
-                return container, True
-            except docker.errors.APIError as exc:
-                if "storage" not in str(exc).lower():
-                    raise
-                _DISK_QUOTA[url] = False  # e.g. overlay2 on ext4: "only for overlay over xfs"
-        return self._client.containers.run(**options), False
 
     # ------------------------------------------------------------------ environment and repository
 
@@ -444,27 +347,6 @@ def _setup_argv(script: str) -> list[str]:
     return ["timeout", "-s", "KILL", f"{SETUP_TIMEOUT_S:g}", "bash", "-c", script]
 
 
-def container_options(cfg, image: str, instance_id: str, swap_limit: bool) -> dict:
-    """`containers.run` arguments for a sandbox: its isolation and caps (see the module docstring)."""
-    from docker.types import LogConfig, Ulimit
-    fsize = cfg.file_size_mb * MIB
-    ram_disk = max(1, min(cfg.disk_mb, cfg.memory_mb))  # MiB; tmpfs pages count as memory too
-    options = dict(
-        image=image, command=["sleep", str(int(cfg.ttl_s))], detach=True, auto_remove=True,
-        init=True, labels=sandbox_labels(instance_id, cfg.ttl_s), hostname="sandbox",
-        environment=ENV, working_dir="/", cap_drop=["ALL"], cap_add=CAPS,
-        security_opt=["no-new-privileges"], ulimits=[Ulimit(name="fsize", soft=fsize, hard=fsize)],
-        tmpfs={"/tmp": f"rw,exec,nosuid,nodev,size={ram_disk}m,mode=1777"},
-        shm_size=f"{ram_disk}m", log_config=LogConfig(type=LogConfig.types.NONE),
-        mem_limit=f"{cfg.memory_mb}m", pids_limit=cfg.max_procs,
-        nano_cpus=int(cfg.docker_cpus * 1e9))
-    if swap_limit:
-        options["memswap_limit"] = f"{cfg.memory_mb}m"
-    if not cfg.network:
-        options["network_mode"] = "none"
-    return options
-
-
 def host_dir(cfg) -> Path:
     """The sandbox's own host directory (trusted git directory, diff trees): a working copy with
     a marker, so `workspace.sweep` removes it once its owner dies or its TTL passes."""
@@ -476,16 +358,3 @@ def host_dir(cfg) -> Path:
 
 class OutputLost(SandboxError):
     """A command's output stream broke before its end (the engine dropped the connection)."""
-
-
-_SWAP_LIMIT: dict[str, bool] = {}
-_DISK_QUOTA: dict[str, bool] = {}
-"""Per engine: whether its storage driver takes a size quota (unknown engines are tried once)."""
-
-
-def _swap_limit(client) -> bool:
-    """Whether the engine can limit swap (asked once per engine)."""
-    url = client.api.base_url
-    if url not in _SWAP_LIMIT:
-        _SWAP_LIMIT[url] = bool(client.info().get("SwapLimit"))
-    return _SWAP_LIMIT[url]

@@ -67,7 +67,7 @@ def sweep_containers(older_than_s: float = 0, dead_owner_only: bool = True, clie
     `older_than_s` spares younger containers; `dead_owner_only=False` removes every labelled
     container of at least that age, live owners included (use it when no run is in progress).
     """
-    from sandbox.docker import docker_client
+    from sandbox.docker_container import docker_client
     client = client or docker_client()
     now, removed = time.time(), 0
     for container in client.containers.list(all=True, sparse=True, filters={"label": f"{LABEL}=1"}):

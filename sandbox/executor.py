@@ -36,13 +36,15 @@ from queue import Queue
 
 from sandbox import isolation
 from sandbox.base import ExecResult, SandboxError
-from sandbox.executor_main import Capture
+from sandbox.executor_wire import Capture
 
 HOST_GRACE_S = 5.0
 """How long past a command's limit the host waits for the runner's reply before killing the jail."""
 START_TIMEOUT_S = 30.0
 START_ATTEMPTS = 3
-SOURCE = (Path(__file__).parent / "executor_main.py").read_text()
+SOURCE = "\n".join((Path(__file__).parent / name).read_text()
+                   for name in ("executor_wire.py", "executor_main.py"))
+"""The runner's program: its stdlib-only modules' sources, in order (`sandbox.executor_main`)."""
 PRELUDE = "import sys; sys.argv[0] = 'swe-rlvr-executor'\n"
 
 

@@ -1,7 +1,8 @@
 """The in-jail command runner: one long-lived process per sandbox, stdlib only.
 
-`sandbox.executor` starts it once inside the jail as `python -I -S -c <this file's source> <cfg>`
-(so the project need not be importable there) and sends it one request per command.
+`sandbox.executor` starts it once inside the jail as `python -I -S -c <program> <cfg>`, the program
+being `sandbox.executor_wire`'s source followed by this file's (so the project need not be
+importable there), and sends it one request per command (`executor_wire`'s framing).
 
 Each command runs in a bash of its own, in a new session. That shell is spawned right after the
 previous reply: its prelude (`isolation.limits_prelude`) sets the limits and enters the working
@@ -20,18 +21,18 @@ One command runs at a time. The runner is not dumpable, so commands (same uid) c
 pipes through /proc and forge replies. Commands run without address-space randomisation
 (`fixed_layout`), so a rerun prints the same object addresses.
 
-Wire format, both ways: a 4-byte big-endian length, then that many bytes of JSON; a reply's JSON
-is followed by its `head` + `tail` output bytes. Needs Python >= 3.8 (posix_spawn with setsid).
+Needs Python >= 3.8 (posix_spawn with setsid).
 """
 
 import json
 import os
 import select
 import signal
-import struct
 import sys
 import time
-from collections import deque
+
+if __name__ != "__main__":  # in the jail, executor_wire's source comes first (see the docstring)
+    from sandbox.executor_wire import Capture, read_frame, write_all, write_frame
 
 GRACE_S = 0.1
 """How long output is still read after the command exits (a background job may hold the pipe)."""
@@ -42,79 +43,6 @@ from fd 3, close fd 3, run it. The tag is exported by the shell itself, so an id
 carries none in its /proc environ; its children do."""
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
 ADDR_NO_RANDOMIZE = 0x0040000
-
-
-class Capture:
-    """Head and tail of a byte stream, with a count of what was dropped in between."""
-
-    def __init__(self, limit):
-        self.head_limit, self.tail_limit = limit // 2, limit - limit // 2
-        self.head, self.tail, self.tail_len, self.dropped = bytearray(), deque(), 0, 0
-
-    def add(self, chunk):
-        room = self.head_limit - len(self.head)
-        if room > 0:
-            self.head += chunk[:room]
-            chunk = chunk[room:]
-        if chunk:
-            self.tail.append(chunk)
-            self.tail_len += len(chunk)
-            self._trim()
-
-    def _trim(self):
-        while self.tail and self.tail_len - len(self.tail[0]) >= self.tail_limit:
-            self.dropped += len(self.tail[0])
-            self.tail_len -= len(self.tail.popleft())
-        extra = self.tail_len - self.tail_limit
-        if extra > 0:
-            self.tail[0] = self.tail[0][extra:]
-            self.tail_len -= extra
-            self.dropped += extra
-
-    def tail_bytes(self):
-        return b"".join(self.tail)
-
-    @staticmethod
-    def render(head, tail, dropped):
-        """The text the agent sees: head, a marker naming the dropped byte count, tail."""
-        head, tail = head.decode("utf-8", "replace"), tail.decode("utf-8", "replace")
-        if not dropped:
-            return head + tail
-        return "%s\n[... output truncated: %d bytes omitted ...]\n%s" % (head, dropped, tail)
-
-
-# --------------------------------------------------------------------------- wire format
-
-
-def write_frame(fd, obj, payload=b""):
-    data = json.dumps(obj).encode()
-    _write_all(fd, struct.pack(">I", len(data)) + data + payload)
-
-
-def _write_all(fd, data):
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def read_exact(fd, size):
-    """`size` bytes from `fd`, or None at end of file."""
-    parts, left = [], size
-    while left:
-        chunk = os.read(fd, left)
-        if not chunk:
-            return None
-        parts.append(chunk)
-        left -= len(chunk)
-    return b"".join(parts)
-
-
-def read_frame(fd):
-    header = read_exact(fd, 4)
-    if header is None:
-        return None
-    body = read_exact(fd, struct.unpack(">I", header)[0])
-    return None if body is None else json.loads(body.decode())
 
 
 # --------------------------------------------------------------------------- the runner
@@ -141,7 +69,7 @@ class Runner:
                        "wait for background jobs to end)\n" % exc).encode()
             return self.reply(req, 126, False, Capture(req["limit"]), start, message)
         try:
-            _write_all(command, req["cmd"].encode("utf-8", "replace") + b"\0")
+            write_all(command, req["cmd"].encode("utf-8", "replace") + b"\0")
         except OSError:
             pass  # the shell is gone; its exit status says why
         os.close(command)

@@ -116,129 +116,20 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import posixpath
-import re
-import secrets
-import shlex
+import random
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from sandbox import reference
 from sandbox.base import SandboxError
-from sandbox.logparse import OK, FAILED, SKIPPED, XFAIL, junit_index, junit_key, reported_failures
-from sandbox.tamper import GIT, canary_verdict, infrastructure_resets, plant_checks
-from swe_rlvr.instances import patch_files
+from sandbox.grade_report import GradeReport, InfraFailure
+from sandbox.model_patch import apply_model_patch
+from sandbox.suite_run import SuiteRun, prepare_tests, run_tests, uses_junit
+from sandbox.tamper import canary_rng, plant_checks
+from sandbox.verdict import judge, score
 
 GRADING_OUTPUT_BYTES = 16 << 20
-EXCERPT_CHARS = 4000
-PATCH_FILE = ".git/swe-rlvr-model.patch"
-TEST_PATCH_FILE = ".git/swe-rlvr-test.patch"
-START_MARK, END_MARK = ">>>>> Start Test Output", ">>>>> End Test Output"
-JUNIT_DIR = "${TMPDIR:-/tmp}/swe-rlvr-grade"
-"""Where pytest writes its junit report: outside the working copy, fixed (see the docstring)."""
-APPLY_METHODS = (
-    ("git-apply", f"{GIT} apply --verbose {PATCH_FILE}"),
-    ("3way", f"{GIT} apply --verbose --3way {PATCH_FILE}"),
-    ("patch-fuzz", f"patch --batch --fuzz=5 -p1 -i {PATCH_FILE}"),
-)
-
-
-class InfraFailure(Exception):
-    """The harness, not the patch, failed; the message is the report's `infra_reason`."""
-
-
-@dataclass(frozen=True)
-class GradeReport:
-    instance_id: str
-    episode_id: str = ""
-    patch_exists: bool = False
-    patch_applied: bool = False
-    apply_method: str = ""
-    tests_status: dict = field(default_factory=dict)
-    f2p_passed: tuple[str, ...] = ()
-    f2p_failed: tuple[str, ...] = ()
-    p2p_passed: tuple[str, ...] = ()
-    p2p_failed: tuple[str, ...] = ()
-    resolution: str = "NO"
-    resolved: bool = False
-    reference_resolved: bool = False
-    """What SWE-bench's parser and resolution logic alone say about the same log."""
-    guards: tuple[str, ...] = ()
-    """"<guard>: <what it saw>" for every guard that failed a test SWE-bench let pass."""
-    tampered: bool = False
-    """A canary test had the wrong outcome: the patch changed how the tests run. Never resolved."""
-    tamper_reason: str = ""
-    infra_failure: bool = False
-    infra_reason: str = ""
-    log: str = ""
-    notes: tuple[str, ...] = ()
-    duration_s: float = 0.0
-
-    def to_row(self) -> dict:
-        """One `validations.parquet` row (exactly the VALIDATIONS columns)."""
-        lines = [f"[grader] {n}\n" for n in self.notes] + [f"[guard] {g}\n" for g in self.guards]
-        return {"episode_id": self.episode_id, "instance_id": self.instance_id,
-                "patch_applied": self.patch_applied, "apply_method": self.apply_method,
-                "tests_status_json": json.dumps(self.tests_status, sort_keys=True),
-                "f2p_passed": list(self.f2p_passed), "f2p_failed": list(self.f2p_failed),
-                "p2p_passed": list(self.p2p_passed), "p2p_failed": list(self.p2p_failed),
-                "resolution": self.resolution, "resolved": self.resolved,
-                "reference_resolved": self.reference_resolved, "guards": list(self.guards),
-                "tampered": self.tampered, "tamper_reason": self.tamper_reason,
-                "infra_failure": self.infra_failure, "infra_reason": self.infra_reason,
-                "log_excerpt": excerpt("".join(lines) + self.log), "duration_s": self.duration_s}
-
-    def to_swebench(self) -> dict:
-        """The entry of SWE-bench's per-instance report.json."""
-        lists = lambda ok, bad: {"success": list(ok), "failure": list(bad)}  # noqa: E731
-        return {self.instance_id: {
-            "patch_is_None": not self.patch_exists, "patch_exists": self.patch_exists,
-            "patch_successfully_applied": self.patch_applied, "resolved": self.resolved,
-            "tests_status": {"FAIL_TO_PASS": lists(self.f2p_passed, self.f2p_failed),
-                             "PASS_TO_PASS": lists(self.p2p_passed, self.p2p_failed),
-                             "FAIL_TO_FAIL": lists((), ()), "PASS_TO_FAIL": lists((), ())}}}
-
-
-@dataclass(frozen=True)
-class SuiteRun:
-    """What one run of an instance's tests left: the evidence every verdict is computed from."""
-
-    log: str
-    """The test command's output: what SWE-bench's parser reads."""
-    exit_code: int
-    timed_out: bool = False
-    junit_xml: str | None = None
-    """pytest's junit report ("" when none was written); None when it was not asked for."""
-    script: bool = False
-    """The record's own eval_script ran (its exit status is its last command's)."""
-    canaries: dict[str, str] = field(default_factory=dict)
-    """The canary tests planted in the test files: {test id: the status it must report}."""
-    xfail_expected: frozenset[str] | None = None
-    """The graded tests whose pristine test file expects XFAIL; None when unknown (none counts)."""
-
-
-@dataclass(frozen=True)
-class Verdict:
-    statuses: dict[str, str]
-    """SWE-bench's status map with every guard's failures applied."""
-    reference: dict[str, str]
-    """SWE-bench's status map of the log, untouched."""
-    ran: bool
-    """Some FAIL_TO_PASS or PASS_TO_PASS test reported a result."""
-    not_run_reason: str = ""
-    guards: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
-    tamper_reason: str = ""
-    """What the canaries say is wrong ("" when nothing is)."""
-
-
-def excerpt(log: str, limit: int = EXCERPT_CHARS) -> str:
-    """Head and tail of a log (the summary of a pytest run is at its end)."""
-    if len(log) <= limit:
-        return log
-    return log[: limit // 4] + "\n[... log truncated ...]\n" + log[-(3 * limit) // 4:]
 
 
 # --------------------------------------------------------------------------- entry points
@@ -250,7 +141,7 @@ def grade(instance, model_patch: str, cfg, repo_store, episode_id: str = "") -> 
     base = GradeReport(instance_id=instance.instance_id, episode_id=episode_id,
                        patch_exists=bool(model_patch and model_patch.strip()))
     try:
-        report = _grade(instance, model_patch, cfg, repo_store, base)
+        report = _grade(instance, model_patch, cfg, repo_store, base, canary_rng(instance, episode_id))
     except (InfraFailure, SandboxError) as exc:
         report = dataclasses.replace(base, infra_failure=True, infra_reason=str(exc)[:2000],
                                      f2p_failed=instance.fail_to_pass, p2p_failed=instance.pass_to_pass)
@@ -283,9 +174,10 @@ def grade_run(instance, run: SuiteRun, junit: bool, patch_applied: bool = True) 
 # --------------------------------------------------------------------------- steps
 
 
-def _grade(instance, model_patch: str, cfg, repo_store, report: GradeReport) -> GradeReport:
+def _grade(instance, model_patch: str, cfg, repo_store, report: GradeReport,
+           rng: random.Random) -> GradeReport:
     cfg = dataclasses.replace(cfg, output_limit_bytes=max(cfg.output_limit_bytes, GRADING_OUTPUT_BYTES))
-    attempt = _attempt(instance, model_patch, cfg, repo_store)
+    attempt = _attempt(instance, model_patch, cfg, repo_store, rng)
     report = dataclasses.replace(report, patch_applied=attempt.applied, apply_method=attempt.method)
     if attempt.run is None:  # the patch did not apply, or the test patch did not apply beside it
         report = dataclasses.replace(report, log=attempt.apply_log, notes=attempt.notes,
@@ -304,6 +196,7 @@ def _grade(instance, model_patch: str, cfg, repo_store, report: GradeReport) -> 
                                f"{NOT_RUN_FIX}")
         notes += (f"the patch stops the test suite from running ({verdict.not_run_reason}); "
                   f"without it the suite runs",)
+    report = dataclasses.replace(report, canaries=tuple(attempt.run.canaries))
     report = score(instance, report, verdict, attempt.run.log, notes + verdict.notes)
     require_gold(instance, model_patch, cfg, repo_store, report)
     return report
@@ -338,7 +231,7 @@ class Attempt:
     notes: tuple[str, ...] = ()
 
 
-def _attempt(instance, model_patch: str, cfg, repo_store) -> Attempt:
+def _attempt(instance, model_patch: str, cfg, repo_store, rng: random.Random | None = None) -> Attempt:
     """Apply the patch, prepare the tests and run them, in one fresh sandbox."""
     from sandbox import open_sandbox
     with open_sandbox(instance, cfg, repo_store) as sb:
@@ -354,7 +247,7 @@ def _attempt(instance, model_patch: str, cfg, repo_store) -> Attempt:
                 raise  # without a patch, the instance itself is broken
             return Attempt(run=None, applied=True, method=method, apply_log=str(exc),
                            notes=notes + (PREPARE_FAILED,))
-        checks = plant_checks(sb, instance, cfg)
+        checks = plant_checks(sb, instance, cfg, rng)
         run = dataclasses.replace(run_tests(sb, instance, cfg), canaries=checks.canaries,
                                   xfail_expected=checks.xfail_expected)
         return Attempt(run=run, applied=bool(method), method=method, notes=notes + checks.notes)
@@ -404,253 +297,3 @@ def gold_check(instance, cfg, repo_store, report: GradeReport | None = None) -> 
         return False, (f"it fails {len(failed)} tests: {', '.join(failed[:3])}{', ...' if len(failed) > 3 else ''}"
                        + (f"; guards: {'; '.join(gold.guards)[:300]}" if gold.guards else ""))
     return _once("gold", instance, cfg, compute)
-
-
-def apply_model_patch(sb, patch: str) -> tuple[str, str]:
-    """Apply with the first method that works: (method, log), or ("", log of every attempt).
-    A patch that names a path inside `.git` in any header that git or `patch` reads is refused,
-    and an application that changed anything under `.git` anyway (git's index aside) fails."""
-    bad = [f for f in header_paths(patch) if ".git" in f.split("/")]
-    if bad:
-        return "", f"Refused: the patch writes inside .git ({', '.join(bad[:5])})."
-    sb.write_file(PATCH_FILE, patch if patch.endswith("\n") else patch + "\n")
-    logs = []
-    for method, cmd in APPLY_METHODS:
-        result = sb.execute(f"touch {MARK_FILE} && {cmd}", timeout=120)
-        if result.exit_code == 0:
-            changed = sb.execute(GIT_CHANGED, timeout=120).output.split()
-            if not changed:
-                return method, result.output
-            result = dataclasses.replace(result, output=result.output + f"\nRefused: applying "
-                                         f"it changed .git ({', '.join(changed[:5])}).")
-        logs.append(f"$ {cmd}\n{result.output}")
-        sb.execute(f"{GIT} checkout -- . && {GIT} clean -fdq -e .git", timeout=120)
-    return "", "Patch failed to apply:\n" + "\n".join(logs)
-
-
-MARK_FILE = ".git/swe-rlvr-apply.mark"
-GIT_CHANGED = (f"find .git -newer {MARK_FILE} ! -path .git ! -path .git/index ! -path .git/index.lock ! -path '.git/objects*' "
-               f"! -path {PATCH_FILE} ! -path {MARK_FILE} -print")
-"""Paths under .git that an application touched: only git's own index may change."""
-HEADER_PATH = re.compile(r"^(?:diff --git |--- |\+\+\+ |rename (?:from|to) |copy (?:from|to) |Index: "
-                         r"|\*\*\* )(.+)$", re.M)
-
-
-def header_paths(patch: str) -> list[str]:
-    """Every path a header of `patch` names (git's and `patch`'s formats: `diff --git`, ---/+++,
-    renames, copies, `Index:`, context diffs), normalised, without a/ b/ prefixes."""
-    out = []
-    for header in HEADER_PATH.findall(patch):
-        for part in header.split("\t")[0].split(" "):
-            path = posixpath.normpath(part.strip('"'))
-            out.append(path.split("/", 1)[1] if path[:2] in ("a/", "b/") else path)
-    return [p for p in dict.fromkeys(out) if p and p != "/dev/null"]
-
-
-def prepare_tests(sb, instance, model_patch: str) -> tuple[str, ...]:
-    """One command: reset the test files and the test infrastructure to the base (deleting what it
-    lacks), apply the test patch. Returns the notes that name every reset."""
-    resets = infrastructure_resets(sb, instance, model_patch)
-    lines = ["set -e", f"base=$({GIT} rev-parse HEAD)"]
-    for f in map(shlex.quote, dict.fromkeys([*(path for path, _ in resets), *instance.test_files()])):
-        lines.append(f'if {GIT} cat-file -e "$base:"{f} 2>/dev/null; then {GIT} checkout "$base" -- {f}; '
-                     f"else rm -rf -- {f}; fi")
-    if instance.test_patch.strip():
-        sb.write_file(TEST_PATCH_FILE, instance.test_patch if instance.test_patch.endswith("\n")
-                      else instance.test_patch + "\n")
-        lines.append(f"{GIT} apply --verbose {TEST_PATCH_FILE}")
-    result = sb.execute("\n".join(lines), timeout=120)
-    if result.exit_code != 0:
-        raise InfraFailure(f"Resetting test files or applying the test patch to the base failed: "
-                           f"{result.output[-800:]}")
-    return reset_notes(instance, model_patch, resets)
-
-
-def reset_notes(instance, model_patch: str, resets: list[tuple[str, str]]) -> tuple[str, ...]:
-    """"reset to base (<why>): <paths>" for each kind of reset the model patch caused."""
-    touched = set(patch_files(model_patch))
-    groups = {"the instance's test files": [f for f in instance.test_files() if f in touched]}
-    for path, why in resets:
-        groups.setdefault(why, []).append(path)
-    return tuple(f"reset to base ({why}): {', '.join(paths)}" for why, paths in groups.items() if paths)
-
-
-def uses_junit(instance, cfg) -> bool:
-    """Whether the run writes (and the verdict checks) pytest's junit report."""
-    return (cfg.junit and reference.is_pytest(instance) and "pytest" in instance.env.test_cmd
-            and not (instance.env.eval_script and cfg.backend == "docker"))
-
-
-def run_tests(sb, instance, cfg) -> SuiteRun:
-    """Run the instance's tests once; the junit report travels after a random separator."""
-    if instance.env.eval_script and cfg.backend == "docker":
-        result = _run(sb, instance.env.eval_script, cfg)
-        return SuiteRun(log=script_section(result.output), exit_code=result.exit_code,
-                       timed_out=result.timed_out, script=True)
-    files = " ".join(map(shlex.quote, appended_test_files(instance)))
-    existing = f"$(for f in {files}; do [ -e \"$f\" ] && printf '%s ' \"$f\"; done)" if files else ""
-    use_junit = uses_junit(instance, cfg)
-    token = secrets.token_hex(16)
-    junit = f" --junitxml={JUNIT_DIR}/junit.xml" if use_junit else ""
-    cmd = f"rm -rf {JUNIT_DIR}; mkdir -p {JUNIT_DIR}; {instance.env.test_cmd}{junit} {existing}"
-    if use_junit:
-        cmd += f"\ncode=$?; echo; echo {token}; cat {JUNIT_DIR}/junit.xml 2>/dev/null; exit $code"
-    result = _run(sb, cmd, cfg)
-    if not use_junit:
-        return SuiteRun(log=result.output, exit_code=result.exit_code, timed_out=result.timed_out)
-    log, found, xml = result.output.rpartition(f"\n{token}\n")
-    if not found:  # killed before the separator (a timeout): everything is log
-        log, xml = result.output, ""
-    return SuiteRun(log=log, exit_code=result.exit_code, timed_out=result.timed_out, junit_xml=xml)
-
-
-def appended_test_files(instance) -> list[str]:
-    """The instance's Python test files that its test command does not already name: the grader
-    runs `test_cmd` followed by these (those missing from the checkout are dropped at run time)."""
-    named = set(shlex.split(instance.env.test_cmd))
-    return [f for f in instance.test_files() if f.endswith(".py") and f not in named]
-
-
-def _run(sb, cmd: str, cfg):
-    return sb.execute(cmd, timeout=cfg.test_timeout_s)
-
-
-def script_section(output: str) -> str:
-    """The part of an eval script's output between SWE-bench's start/end markers, as SWE-bench's
-    `get_logs_eval` reads it (the whole output when the markers are missing)."""
-    start, end = output.find(START_MARK), output.find(END_MARK, output.find(START_MARK) + 1)
-    if start != -1 and end > start:
-        return output[start + len(START_MARK):end]
-    return output
-
-
-# --------------------------------------------------------------------------- the verdict
-
-
-def judge(instance, run: SuiteRun, junit: bool) -> Verdict:
-    """SWE-bench's statuses of the run's log, then the guards and the canaries (see the module
-    docstring). Canaries are read from the log and junit, and left out of every status map."""
-    parse = reference.instance_parser(instance)
-    parsed = parse(run.log)
-    ref = {t: s for t, s in parsed.items() if t not in run.canaries}
-    index = None
-    if junit and run.junit_xml:
-        try:
-            index = junit_index(run.junit_xml, parse)
-        except Exception:  # noqa: BLE001 - an unreadable report is no evidence of a pass
-            index = None
-    listed = list(dict.fromkeys(instance.fail_to_pass + instance.pass_to_pass))
-    ran = any(t in ref for t in listed) or bool(index and any(junit_key(t) in index for t in listed))
-    notes = ("the test run timed out",) if run.timed_out else ()
-    tamper = canary_verdict(run, parsed, index)
-    if not ran:
-        return Verdict(statuses=dict(ref), reference=ref, ran=False, not_run_reason=why_not_run(run),
-                       notes=notes, tamper_reason=tamper)
-    statuses, guards = dict(ref), []
-    for name, guard in GUARDS:
-        failed, detail = guard(instance, run, statuses, listed, junit, index)
-        failed = [t for t in failed if statuses.get(t) in NOT_FAILED]  # guards only add failures
-        if failed:
-            statuses.update({t: FAILED for t in failed})
-            shown = ", ".join(failed[:5]) + (", ..." if len(failed) > 5 else "")
-            guards.append(f"{name}: {detail} ({len(failed)} tests: {shown})")
-    return Verdict(statuses=statuses, reference=ref, ran=True, guards=tuple(guards), notes=notes,
-                   tamper_reason=tamper)
-
-
-def _junit_guard(instance, run, statuses, listed, junit, index):
-    if not junit:
-        return [], ""
-    passing = [t for t in listed if statuses.get(t) in OK]
-    if index is None:
-        return passing, "no readable junit report, though the log reports results"
-    bad = [t for t in passing if not any(s in OK for s in index.get(junit_key(t), ()))]
-    return bad, "the log says passed, the junit report does not"
-
-
-def _exit_code_guard(instance, run, statuses, listed, junit, index):
-    if run.script or not reference.is_pytest(instance):
-        return [], ""
-    passing = [t for t in listed if statuses.get(t) in OK]
-    if run.timed_out:
-        return passing, f"the test run timed out (exit {run.exit_code}); its results are incomplete"
-    if run.exit_code not in (0, 1):
-        return passing, f"pytest exited {run.exit_code} ({EXIT_MEANING.get(run.exit_code, 'killed or crashed')}) after reporting results"
-    failures = reported_failures(run.log)
-    if failures is None and index is not None:
-        failures = sum(s not in OK and s != SKIPPED for statuses_ in index.values() for s in statuses_)
-    if failures is None or (run.exit_code == 0) == (failures == 0):
-        return [], ""
-    return passing, f"pytest exited {run.exit_code} but its summary reports {failures} failures"
-
-
-def _skipped_f2p_guard(instance, run, statuses, listed, junit, index):
-    return ([t for t in instance.fail_to_pass if statuses.get(t) == SKIPPED],
-            "a FAIL_TO_PASS test skipped, so it shows no fix")
-
-
-def _xfail_guard(instance, run, statuses, listed, junit, index):
-    if not reference.is_pytest(instance):
-        return [], ""
-    expected = run.xfail_expected or frozenset()
-    xfailed = [t for t in listed if statuses.get(t) == XFAIL or XFAIL in (index or {}).get(junit_key(t), ())]
-    return ([t for t in xfailed if t not in expected],
-            "XFAIL, but the pristine test file does not mark the test xfail")
-
-
-GUARDS = (("junit", _junit_guard), ("exit_code", _exit_code_guard), ("skipped_f2p", _skipped_f2p_guard),
-          ("xfail", _xfail_guard))
-NOT_FAILED = OK + (SKIPPED,)
-"""What SWE-bench does not count as a failure: the only statuses a guard may turn into FAILED."""
-
-EXIT_MEANING = {2: "interrupted, e.g. by errors during collection", 3: "internal error",
-                4: "usage error", 5: "no tests collected", 124: "timed out",
-                126: "the test command is not executable", 127: "the test command was not found"}
-
-
-def why_not_run(run: SuiteRun) -> str:
-    """Why a run reported no graded test, in one line, with the log's last words."""
-    tail = " | ".join(line.strip() for line in run.log.strip().splitlines()[-3:] if line.strip())
-    if not run.log.strip():
-        what = f"the test command printed nothing (exit {run.exit_code})"
-    elif run.timed_out:
-        what = "the test run timed out before any graded test reported"
-    elif run.exit_code in EXIT_MEANING:
-        what = f"exit {run.exit_code}: {EXIT_MEANING[run.exit_code]}"
-    else:
-        what = f"no FAIL_TO_PASS or PASS_TO_PASS test reported a result (exit {run.exit_code})"
-    return what + (f"; the log ends: {tail[-400:]}" if tail else "")
-
-
-def score(instance, report: GradeReport, verdict: Verdict, log: str, notes: tuple[str, ...]) -> GradeReport:
-    """F2P/P2P lists and the resolution, by SWE-bench's logic, with and without the guards."""
-    statuses = verdict.statuses if verdict.ran else {}
-    tests = reference.tests_report(instance, statuses)
-    tampered = bool(verdict.tamper_reason)
-    resolution = reference.resolution(tests) if report.patch_applied and not tampered else "NO"
-    ref_resolved = (verdict.ran and report.patch_applied
-                    and reference.resolution(reference.tests_report(instance, verdict.reference)) == "FULL")
-    lists = lambda name, key: tuple(tests[name][key])  # noqa: E731
-    return dataclasses.replace(
-        report, tests_status=verdict.statuses, f2p_passed=lists("FAIL_TO_PASS", "success"),
-        f2p_failed=lists("FAIL_TO_PASS", "failure"), p2p_passed=lists("PASS_TO_PASS", "success"),
-        p2p_failed=lists("PASS_TO_PASS", "failure"), resolution=resolution,
-        resolved=resolution == "FULL", reference_resolved=ref_resolved, guards=verdict.guards,
-        tampered=tampered, tamper_reason=verdict.tamper_reason, log=log, notes=notes)
-
-
-def summary(reports: list[GradeReport], submitted: int | None = None) -> dict:
-    """A run summary shaped like SWE-bench's `<model>.<run_id>.json`."""
-    ids = lambda pred: sorted(r.instance_id for r in reports if pred(r))  # noqa: E731
-    completed = ids(lambda r: not r.infra_failure and r.patch_exists)
-    resolved = ids(lambda r: r.resolved)
-    return {"total_instances": len(reports),
-            "submitted_instances": len(reports) if submitted is None else submitted,
-            "completed_instances": len(completed), "resolved_instances": len(resolved),
-            "unresolved_instances": len(completed) - len(resolved),
-            "empty_patch_instances": len(ids(lambda r: not r.patch_exists)),
-            "error_instances": len(ids(lambda r: r.infra_failure)),
-            "completed_ids": completed, "resolved_ids": resolved,
-            "unresolved_ids": sorted(set(completed) - set(resolved)),
-            "empty_patch_ids": ids(lambda r: not r.patch_exists),
-            "error_ids": ids(lambda r: r.infra_failure), "schema_version": 2}

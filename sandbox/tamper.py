@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import configparser
+import hashlib
 import importlib.machinery
 import random
 import re
@@ -23,10 +24,10 @@ from typing import TYPE_CHECKING
 from sandbox import reference
 from sandbox.base import SandboxError
 from sandbox.logparse import OK, FAILED, PASSED, SKIPPED, junit_key
-from swe_rlvr.instances import patch_files
+from swe_rlvr.patches import patch_files
 
 if TYPE_CHECKING:
-    from sandbox.grading import SuiteRun
+    from sandbox.suite_run import SuiteRun
 
 GIT = "git -c core.hooksPath=/dev/null -c core.fsmonitor=false"
 """git inside the grading sandbox, with hooks and fsmonitor off."""
@@ -177,7 +178,7 @@ class XfailMarks:
     functions: frozenset[str]
 
 
-def plant_checks(sb, instance, cfg) -> Checks:
+def plant_checks(sb, instance, cfg, rng: random.Random | None = None) -> Checks:
     """Read the pristine test files (base and test patch) and append the canaries to them."""
     texts = {f: read_text(sb, f) for f in graded_files(instance)}
     marks = {f: xfail_marks(text) for f, text in texts.items()}
@@ -188,7 +189,7 @@ def plant_checks(sb, instance, cfg) -> Checks:
         return Checks({}, expected, (note,) if note else ())
     files = [f for f in texts if marks[f] is not None and not marks[f].module
              and any(t.startswith(f"{f}::") and test_function(t).startswith("test") for t in listed)]
-    return Checks(plant_canaries(sb, files, texts), expected)
+    return Checks(plant_canaries(sb, files, texts, rng or _RNG), expected)
 
 
 def graded_files(instance) -> list[str]:
@@ -290,14 +291,23 @@ def stopping_option(test_cmd: str) -> str:
     return ""
 
 
-def plant_canaries(sb, files: list[str], texts: dict[str, str]) -> dict[str, str]:
+def canary_rng(instance, episode_id: str) -> random.Random:
+    """The canaries' random source for grading one episode: seeded by the instance's gold and test
+    patches (the answer the policy is looking for, so nothing it sees predicts the draw) and the
+    episode id. The same episode graded again gets the same canaries, so a rerun or a resumed run
+    writes the same logs; another episode gets others."""
+    seed = "\0".join(("swe-rlvr canaries", instance.patch, instance.test_patch, episode_id))
+    return random.Random(int.from_bytes(hashlib.sha256(seed.encode()).digest(), "big"))
+
+
+def plant_canaries(sb, files: list[str], texts: dict[str, str], rng: random.Random) -> dict[str, str]:
     """Append a passing and a failing canary to each of `files`; {test id: expected status}."""
     canaries, script = {}, ["set -e"]
     for f in files:
         code = "\n"
-        for expected in _RNG.sample([PASSED, FAILED], 2):
-            name = canary_name(texts[f] + code)
-            code += canary_source(name, passes=expected == PASSED)
+        for expected in rng.sample([PASSED, FAILED], 2):
+            name = canary_name(texts[f] + code, rng)
+            code += canary_source(name, expected == PASSED, rng)
             canaries[f"{f}::{name}"] = expected
         end = f"EOF_{secrets.token_hex(8)}"
         script.append(f"cat >> {shlex.quote(f)} <<'{end}'\n{code}{end}")
@@ -307,25 +317,25 @@ def plant_canaries(sb, files: list[str], texts: dict[str, str]) -> dict[str, str
     return canaries
 
 
-def canary_name(taken: str) -> str:
+def canary_name(taken: str, rng: random.Random) -> str:
     """An ordinary-looking test name that `taken` (the file) does not contain."""
     while True:
-        name = "test_" + "_".join(_RNG.choice(words) for words in CANARY_WORDS)
+        name = "test_" + "_".join(rng.choice(words) for words in CANARY_WORDS)
         if name not in taken:
             return name
 
 
-def canary_source(name: str, passes: bool) -> str:
+def canary_source(name: str, passes: bool, rng: random.Random) -> str:
     """A small test on builtins with random values; the failing one fails on a plain assertion."""
-    a, b, c = _RNG.sample(CANARY_WORDS[3], 3)
-    kind = _RNG.randrange(3)
+    a, b, c = rng.sample(CANARY_WORDS[3], 3)
+    kind = rng.randrange(3)
     if kind == 0:
-        values = [_RNG.randint(1, 99) for _ in range(_RNG.randint(2, 5))]
-        body = f"    values = {values}\n    assert sum(values) == {sum(values) + (0 if passes else _RNG.randint(1, 9))}\n"
+        values = [rng.randint(1, 99) for _ in range(rng.randint(2, 5))]
+        body = f"    values = {values}\n    assert sum(values) == {sum(values) + (0 if passes else rng.randint(1, 9))}\n"
     elif kind == 1:
         body = f"    parts = {f'{a},{b},{c}'!r}.split(',')\n    assert parts == {[a, b, c] if passes else [a, c, b]!r}\n"
     else:
-        table = {k: _RNG.randint(0, 9) for k in (a, b, c)}
+        table = {k: rng.randint(0, 9) for k in (a, b, c)}
         body = f"    table = {table!r}\n    assert sorted(table) == {sorted(table, reverse=not passes)!r}\n"
     return f"\n\ndef {name}():\n{body}"
 

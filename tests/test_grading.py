@@ -10,7 +10,8 @@ from dataclasses import replace
 
 import pytest
 
-from sandbox.grading import grade, grade_many, summary
+from sandbox.grade_report import summary
+from sandbox.grading import grade, grade_many
 from swe_rlvr.artifacts import VALIDATIONS, table
 from test_sandbox_support import BUGGY, diff_of, make_instance, sandbox_config, store  # noqa: F401
 

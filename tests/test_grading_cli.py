@@ -57,7 +57,7 @@ def test_grade_writes_swebench_layout_and_overwrites_stale_results(files, store,
 
 def test_unknown_prediction_ids_are_skipped_and_named(files, store, tmp_path, capsys):
     """A row naming an instance the instance file lacks is skipped (exit 1), not graded, and
-    stderr names the row, the field and the fix; see tests/test_hostile_cli.py for the rest."""
+    stderr names the row, the field and the fix; see tests/test_hostile_predictions.py for the rest."""
     preds = tmp_path / "bad.jsonl"
     preds.write_text(json.dumps({"instance_id": "nope", "model_name_or_path": "m", "model_patch": ""}) + "\n")
     assert run(files, store, tmp_path, preds) == 1

@@ -12,7 +12,9 @@ from dataclasses import replace
 import pytest
 
 from grading_replay import Recorded, junit_xml, replay
-from sandbox.grading import SuiteRun, grade, judge
+from sandbox.grading import grade
+from sandbox.suite_run import SuiteRun
+from sandbox.verdict import judge
 from sandbox.logparse import junit_index, junit_key, reported_failures, summary_section
 from sandbox.reference import parser
 from swe_rlvr.config import SandboxConfig

@@ -11,6 +11,10 @@ test file, one that must pass and one that must fail, catch a run whose outcomes
 Every patch is made the way an agent makes one (files written in a real sandbox, then `diff()`)
 on `swe-rlvr__iniconf-1` (`to_bool` rejects "on"; four FAIL_TO_PASS tests in two files), and
 graded end to end with real pytest runs.
+
+The rules these attacks led to are tested on hand-made runs in test_tamper_rules; what the rules
+must leave alone (honest patches and environments, the canaries' own behaviour) in
+test_honest_grading. The helpers and the `env` fixture are in hostile_support.
 """
 
 from __future__ import annotations
@@ -19,15 +23,10 @@ from dataclasses import replace
 
 import pytest
 
-from sandbox import open_sandbox
-from sandbox.grading import GradeReport, SuiteRun, grade, judge, score
-from sandbox.tamper import pytest_settings, stopping_option, xfail_expected, xfail_marks
-from swe_rlvr.instances import Instance
-from test_sandbox_support import diff_of, git, make_instance, sandbox_config, store, write  # noqa: F401
-
-builtin = pytest.importorskip("swe_rlvr.builtin", reason="the built-in suite is not installed")
-
-INSTANCE = "swe-rlvr__iniconf-1"
+from hostile_support import (PASSING_PLUGIN, appended, assert_no_reward, env, graded,  # noqa: F401
+                             reset_notes)
+from sandbox.grading import grade
+from test_sandbox_support import diff_of, make_instance, sandbox_config, store  # noqa: F401
 
 NOOP_BODIES = '''
 import sys as _sys
@@ -62,28 +61,6 @@ else:
 '''
 """Code that makes every test body a no-op (`Function.runtest`), wherever it is imported from:
 at once if pytest's `_pytest.python` is loaded, else as soon as it is."""
-
-PASSING_PLUGIN = '''import pytest
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
-    report.outcome, report.longrepr = "passed", None
-
-
-def pytest_unconfigure(config):
-    folder = config.rootpath.relative_to(config.invocation_params.dir).as_posix()
-    xml = getattr(config.option, "xmlpath", None)
-    if xml and folder != ".":
-        with open(xml) as f:
-            text = f.read().replace('classname="', 'classname="' + folder.replace("/", ".") + ".")
-        with open(xml, "w") as f:
-            f.write(text)
-'''
-"""A pytest plugin that reports every test as passed (and, where a configuration file in a
-subdirectory made that the rootdir, keys the junit report as the log's test ids are keyed)."""
 
 
 def proxy_package(name: str) -> str:
@@ -140,51 +117,6 @@ def forger(tests: tuple[str, ...]) -> str:
         "        open(arg.split('=', 1)[1], 'w').write(xml)\n"
         "sys.stdout.flush()\n"
         "os._exit(0)\n")
-
-
-@pytest.fixture(scope="module", params=["local", pytest.param("docker", marks=pytest.mark.docker)])
-def env(request, tmp_path_factory):
-    """(instance, config, repo store) on each backend; docker skips without an engine and image."""
-    tmp = tmp_path_factory.mktemp(f"hostile-{request.param}")
-    cfg = sandbox_config(tmp)
-    if request.param == "docker":
-        from docker_engine import BASE_IMAGE, engine_problem
-        _, problem = engine_problem()
-        if problem:
-            pytest.skip(f"Docker engine not available: {problem}")
-        cfg = replace(cfg, backend="docker", docker_image=BASE_IMAGE)
-    inst = next(i for i in builtin.load_builtin() if i.instance_id == INSTANCE)
-    return inst, cfg, tmp / "repos"
-
-
-def attack(env, files: dict, fixed: bool = False) -> str:
-    """The patch an agent submits after writing `files` (on top of the gold fix if `fixed`): each
-    value is the new text, or a function from the file's current text to the new one."""
-    inst, cfg, store = env
-    with open_sandbox(inst, cfg, store) as sb:
-        if fixed:
-            assert sb.execute(f"git apply <<'EOF_GOLD'\n{inst.patch}EOF_GOLD").exit_code == 0
-        for path, text in files.items():
-            sb.write_file(path, text(sb.read_file(path)) if callable(text) else text)
-        return sb.diff()
-
-
-def appended(code: str):
-    return lambda text: text + "\n" + code
-
-
-def graded(env, files: dict, fixed: bool = False):
-    inst, cfg, store = env
-    return grade(inst, attack(env, files, fixed), cfg, store)
-
-
-def assert_no_reward(report) -> None:
-    assert report.patch_applied and not report.infra_failure, report.infra_reason
-    assert not report.resolved and report.resolution == "NO"
-
-
-def reset_notes(report) -> str:
-    return " | ".join(n for n in report.notes if n.startswith("reset to base"))
 
 
 # --------------------------------------------------------------------------- the tests' outcomes
@@ -323,61 +255,6 @@ def test_killing_pytest_after_the_graded_tests_is_no_pass(env):
     assert [g.split(":")[0] for g in report.guards] == ["exit_code"] and "exited 137" in report.guards[0]
 
 
-# --------------------------------------------------------------------------- kept changes
-
-
-def test_changes_outside_pytests_sections_are_kept(env):
-    """A fix that also edits pyproject.toml outside its pytest section, adds a setup.cfg with only
-    a flake8 section and a module that imports `json` changes nothing about how tests run: nothing
-    is reset, it resolves, and the canaries see an honest run. (No attack: this must stay true.)"""
-    report = graded(env, {"pyproject.toml": lambda text: text.replace("A small INI", "A tiny INI"),
-                          "setup.cfg": "[flake8]\nmax-line-length = 100\n",
-                          "iniconf/helpers.py": "import json\n"}, fixed=True)
-    assert report.resolved and not report.tampered and reset_notes(report) == ""
-
-
-def test_gold_is_never_tampered_and_canaries_stay_out_of_the_report(env):
-    """The gold patch's run holds two canaries per test file, one passed and one failed (so pytest
-    exits 1, which agrees with its summary); they are read, and left out of `tests_status`."""
-    from sandbox.reference import statuses
-    inst, cfg, store = env
-    report = grade(inst, inst.patch, cfg, store)
-    assert report.resolved and not report.tampered and report.tamper_reason == "" and report.guards == ()
-    listed = set(inst.fail_to_pass + inst.pass_to_pass)
-    assert set(report.tests_status) == listed
-    canaries = {t: s for t, s in statuses(inst, report.log).items() if t not in listed}
-    assert sorted(canaries.values()) == ["FAILED", "FAILED", "PASSED", "PASSED"]
-    assert {t.split("::")[0] for t in canaries} == {"tests/test_config.py", "tests/test_values.py"}
-
-
-def test_a_test_command_that_stops_at_the_first_failure_gets_no_canaries(store, tmp_path):
-    """With `-x` the failing canary would end the run before the graded tests of later files;
-    such a run gets no canaries, and the report says so."""
-    inst = make_instance(store, env=replace(make_instance(store).env,
-                                            test_cmd="python -m pytest -rA -x -p no:cacheprovider"))
-    report = grade(inst, inst.patch, sandbox_config(tmp_path), store)
-    assert report.resolved and not report.tampered
-    assert "no canary tests: the test command stops or selects tests (-x)" in report.notes
-
-
-def test_an_environment_where_canaries_fail_even_for_gold_is_an_infrastructure_failure(store, tmp_path):
-    """The repository's own conftest.py (at the base: no patch put it there) reports every test
-    passed. The canary that must fail passes for the gold patch too, so a "tampered" verdict would
-    punish a patch for the environment: every patch of this instance is an infrastructure failure
-    that names the canaries, never a sample."""
-    inst = make_instance(store, repo="acme/calcplugin")
-    repo = store / "acme__calcplugin"
-    write(repo, {"conftest.py": PASSING_PLUGIN})
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "a conftest that passes everything")
-    inst = replace(inst, base_commit=git(repo, "rev-parse", "HEAD").strip())
-    for patch in (inst.patch, "diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n"
-                              "@@ -1 +1 @@\n-calc\n+calc!\n"):
-        report = grade(inst, patch, sandbox_config(tmp_path), store)
-        assert report.infra_failure and not report.tampered and not report.resolved
-        assert "canary" in report.infra_reason and "sandbox.canaries=false" in report.infra_reason
-
-
 def test_blocking_the_test_patch_is_no_escape_into_no_sample(store, tmp_path):
     """The test patch will add tests/unit/test_new.py; the patch puts a *file* named tests/unit
     there, so the test patch cannot apply. Counted as an infrastructure failure, that would turn a
@@ -395,176 +272,6 @@ def test_blocking_the_test_patch_is_no_escape_into_no_sample(store, tmp_path):
     assert report.f2p_failed == inst.fail_to_pass
 
 
-# --------------------------------------------------------------------------- the rules, on hand-made runs
-
-F2P, P2P = "tests/test_fmt.py::test_fix", "tests/test_fmt.py::test_old"
-CANARIES = {"tests/test_fmt.py::test_sort_keeps_nested_rows": "PASSED",
-            "tests/test_fmt.py::test_merge_drops_empty_keys": "FAILED"}
-
-
-def fmt_instance() -> Instance:
-    return Instance(instance_id="acme__fmt-1", repo="acme/fmt", base_commit="0" * 40, problem_statement="bug",
-                    patch="", test_patch="", fail_to_pass=(F2P,), pass_to_pass=(P2P,))
-
-
-def verdict_of(lines: list[str], exit_code: int = 1, timed_out: bool = False, **run) -> GradeReport:
-    log = "=== short test summary info ===\n" + "".join(line + "\n" for line in lines) + "=== 2 passed in 0.1s ===\n"
-    suite = SuiteRun(log=log, exit_code=exit_code, timed_out=timed_out, **{"canaries": CANARIES, **run})
-    report = GradeReport(instance_id="acme__fmt-1", patch_exists=True, patch_applied=True)
-    return score(fmt_instance(), report, judge(fmt_instance(), suite, junit=False), log, ())
-
-
-HONEST = ["PASSED tests/test_fmt.py::test_fix", "PASSED tests/test_fmt.py::test_old",
-          "PASSED tests/test_fmt.py::test_sort_keeps_nested_rows",
-          "FAILED tests/test_fmt.py::test_merge_drops_empty_keys - assert [1, 2] == [2, 1]"]
-
-
-def test_honest_canaries_leave_the_verdict_alone_and_the_report():
-    report = verdict_of(HONEST)
-    assert report.resolved and not report.tampered and set(report.tests_status) == {F2P, P2P}
-
-
-@pytest.mark.parametrize("lines, exit_code, timed_out, tampered", [
-    (HONEST[:2], 0, False, True),              # both canaries vanished from a run that ended normally
-    (HONEST[:3], 0, False, True),              # only the failing one vanished
-    (HONEST[:2], 137, False, False),           # killed: an honest crash loses tests too (exit_code guard)
-    (HONEST[:2], 0, True, False),              # timed out: the same
-    ([], 2, False, False),                     # nothing of the file reported: the suite did not run
-], ids=["both-missing", "failing-missing", "killed", "timed-out", "file-silent"])
-def test_a_missing_canary_is_tampering_only_beside_its_reporting_file_in_a_finished_run(
-        lines, exit_code, timed_out, tampered):
-    report = verdict_of(lines, exit_code, timed_out)
-    assert report.tampered == tampered and not report.resolved
-    assert ("missing from the log" in report.tamper_reason) == tampered
-
-
-@pytest.mark.parametrize("canary_lines, tampered", [
-    (["PASSED tests/test_fmt.py::test_sort_keeps_nested_rows", "PASSED tests/test_fmt.py::test_merge_drops_empty_keys"], True),
-    (["PASSED tests/test_fmt.py::test_sort_keeps_nested_rows", "XFAIL tests/test_fmt.py::test_merge_drops_empty_keys"], True),
-    (["XFAIL tests/test_fmt.py::test_sort_keeps_nested_rows", "FAILED tests/test_fmt.py::test_merge_drops_empty_keys"], True),
-    (["PASSED tests/test_fmt.py::test_sort_keeps_nested_rows", "SKIPPED tests/test_fmt.py::test_merge_drops_empty_keys"], True),
-    (["ERROR tests/test_fmt.py::test_sort_keeps_nested_rows", "ERROR tests/test_fmt.py::test_merge_drops_empty_keys"], False),
-], ids=["failing-passed", "failing-xfailed", "passing-xfailed", "failing-skipped", "errors-like-its-file"])
-def test_a_canary_outcome_is_wrong_unless_its_file_shares_it(canary_lines, tampered):
-    """The failing canary passing (or XFAILing, or skipping while its file runs) is tampering. An
-    outcome every other test of the file shares is not: here an autouse fixture errors for all."""
-    file_lines = (["ERROR tests/test_fmt.py::test_fix", "ERROR tests/test_fmt.py::test_old"] if not tampered
-                  else HONEST[:2])
-    report = verdict_of(file_lines + canary_lines)
-    assert report.tampered == tampered and not report.resolved
-    if tampered:
-        assert report.resolution == "NO" and "canary tests/test_fmt.py::" in report.tamper_reason
-
-
-def test_a_skipped_module_explains_skipped_canaries():
-    lines = ["SKIPPED tests/test_fmt.py::test_fix", "SKIPPED tests/test_fmt.py::test_old",
-             "SKIPPED tests/test_fmt.py::test_sort_keeps_nested_rows", "SKIPPED tests/test_fmt.py::test_merge_drops_empty_keys"]
-    assert not verdict_of(lines, exit_code=0).tampered
-
-
-def test_a_canary_the_junit_report_contradicts_is_tampering():
-    """The log is right (forged), the junit report says the failing canary passed."""
-    from grading_replay import junit_xml
-    junit = junit_xml(("tests.test_fmt", "test_fix", "PASSED"), ("tests.test_fmt", "test_old", "PASSED"),
-                      ("tests.test_fmt", "test_sort_keeps_nested_rows", "PASSED"),
-                      ("tests.test_fmt", "test_merge_drops_empty_keys", "PASSED"))
-    log = "=== short test summary info ===\n" + "".join(line + "\n" for line in HONEST) + "=== 1 failed ===\n"
-    suite = SuiteRun(log=log, exit_code=1, junit_xml=junit, canaries=CANARIES)
-    verdict = judge(fmt_instance(), suite, junit=True)
-    assert "test_merge_drops_empty_keys (must fail) reported PASSED in the junit report" in verdict.tamper_reason
-
-
-PRISTINE = """
-import pytest
-from pytest import mark
-
-KNOWN_BAD = [pytest.param("x", marks=pytest.mark.xfail(reason="upstream")), "y"]
-flaky = mark.xfail(strict=False)
-
-
-@pytest.mark.xfail
-def test_decorated():
-    assert 0
-
-
-@flaky
-def test_aliased():
-    assert 0
-
-
-@pytest.mark.parametrize("v", KNOWN_BAD)
-def test_params(v):
-    assert v == "y"
-
-
-def test_called(request):
-    pytest.xfail("not yet")
-
-
-def test_helper(request):
-    _mark_xfail_checks(request)
-
-
-class TestMarked:
-    pytestmark = [pytest.mark.xfail]
-
-    def test_inside(self):
-        assert 0
-
-
-def test_plain():
-    assert helper()
-"""
-
-
-@pytest.mark.parametrize("test_id, expected", [
-    ("t.py::test_decorated", True), ("t.py::test_aliased", True), ("t.py::test_params[x]", True),
-    ("t.py::test_called", True), ("t.py::test_helper", True), ("t.py::TestMarked::test_inside", True),
-    ("t.py::test_plain", False),
-    ("t.py::TestOther::test_plain", False),
-])
-def test_xfail_is_expected_only_where_the_pristine_file_marks_it(test_id, expected):
-    """Marks as tests write them: decorators, aliases, params, class marks, calls in the body."""
-    assert xfail_expected(xfail_marks(PRISTINE), test_id) == expected
-
-
-def test_xfail_counts_where_the_pristine_file_expects_it_and_fails_elsewhere():
-    """A PASS_TO_PASS test that the pristine file marks xfail still counts when it XFAILs; an
-    XFAIL the file does not expect fails the test (`xfail` guard). Without the files (a recorded
-    run), no XFAIL counts."""
-    lines = ["XFAIL tests/test_fmt.py::test_fix - reason", "XFAIL tests/test_fmt.py::test_old - reason"]
-    marked = verdict_of(lines, exit_code=0, canaries={}, xfail_expected=frozenset({P2P}))
-    assert marked.p2p_passed == (P2P,) and marked.f2p_failed == (F2P,) and marked.reference_resolved
-    assert [g.split(":")[0] for g in marked.guards] == ["xfail"] and "1 tests" in marked.guards[0]
-    assert verdict_of(lines, exit_code=0, canaries={}).p2p_failed == (P2P,)
-
-
-@pytest.mark.parametrize("cmd, option", [
-    ("python -m pytest -rA -p no:cacheprovider", ""), ("pytest -rA -x tests", "-x"), ("pytest -rxX", ""),
-    ("pytest -vx", "-vx"), ("pytest --maxfail=2", "--maxfail=2"), ("python -m pytest -k 'not slow'", "-k"),
-    ("pytest --lf", "--lf"), ("tox -e py -- -x", ""),
-])
-def test_options_that_stop_or_select_are_found_among_pytests_arguments(cmd, option):
-    assert stopping_option(cmd) == option
-
-
-@pytest.mark.parametrize("name, before, after, changed", [
-    ("setup.cfg", "[metadata]\nname = a\n[tool:pytest]\naddopts = -q\n",
-     "[metadata]\nname = b\n[flake8]\nx = 1\n[tool:pytest]\n# a comment\naddopts = -q\n", False),
-    ("setup.cfg", "[tool:pytest]\naddopts = -q\n", "[tool:pytest]\naddopts = -q -p evil\n", True),
-    ("setup.cfg", None, "[flake8]\nx = 1\n", False),
-    ("setup.cfg", "[metadata]\nname = a\n", "[DEFAULT]\naddopts = -p evil\n[metadata]\nname = a\n", False),
-    ("setup.cfg", "[tool:pytest]\nx = 1\n", "[DEFAULT]\naddopts = -p evil\n[tool:pytest]\nx = 1\n", True),
-    ("tox.ini", "[tox]\nenvlist = py\n", "[tox]\nenvlist = py311\n[pytest]\naddopts = -p evil\n", True),
-    ("tox.ini", "[tox]\nenvlist = py\n", "[tox]\nenvlist = py311\n", False),
-    ("pyproject.toml", "[project]\nname = 'a'\n", "[project]\nname = 'b'\n", False),
-    ("pyproject.toml", "[project]\nname = 'a'\n", "[project]\nname = 'a'\n[tool.pytest]\naddopts = ['-p', 'evil']\n", True),
-    ("pyproject.toml", "[project]\nname = 'a'\n", "[project\nname = ", True),
-])
-def test_only_a_change_to_what_pytest_reads_counts_as_a_configuration_change(name, before, after, changed):
-    assert (pytest_settings(name, before) != pytest_settings(name, after)) == changed
-
-
 # --------------------------------------------------------------------------- a real repository
 
 
@@ -574,7 +281,8 @@ def pytest_9359(tmp_path_factory):
     install_config: the repo is installed, so the sandbox puts it first on PYTHONPATH."""
     import json
     from real_support import ENV_CACHE, REAL, extract_store
-    from swe_rlvr.loaders import install_config_from_recipe, load_instances
+    from swe_rlvr.formats.swe_rebench import install_config_from_recipe
+    from swe_rlvr.loaders import load_instances
     tmp = tmp_path_factory.mktemp("real")
     store = extract_store(tmp / "repos")
     recipe = next(r for r in map(json.loads, (REAL / "recipes.jsonl").read_text().splitlines())

@@ -2,16 +2,20 @@
 
 The SWE-bench Lite records are real (../shared/data beside the checkout); the SWE-rebench,
 SWE-smith, SWE-Gym and internal records are small hand-made ones with real-looking fields.
+
+The hand-made records come from records_support. SWE-smith's own rules (the stored patch is the
+bug) are tested in test_swe_smith, and `reverse_patch` on hand-written diffs in
+test_reverse_patch.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from records_support import PATCH, TEST_PATCH, swe_bench_record, write_jsonl, write_parquet
 from swe_rlvr.instances import DEFAULT_TEST_CMD, EnvSpec, Instance
 from swe_rlvr.loaders import detect_format, load_instances, read_instances, write_instances
 from swe_rlvr.patches import reverse_patch
@@ -32,11 +36,6 @@ def lite():
 def lite_raw():
     import pyarrow.parquet as pq
     return pq.read_table(LITE).to_pylist()
-
-
-def write_jsonl(path: Path, records: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    return path
 
 
 # --------------------------------------------------------------------------- SWE-bench Lite
@@ -128,47 +127,6 @@ def test_reversing_twice_gives_every_real_patch_back(lite):
 # --------------------------------------------------------------------------- other formats
 
 
-PATCH = """\
-diff --git a/src/tespy/tools/helpers.py b/src/tespy/tools/helpers.py
-index 3f2a1b0..8c9d4e2 100644
---- a/src/tespy/tools/helpers.py
-+++ b/src/tespy/tools/helpers.py
-@@ -10,3 +10,3 @@ def convert_to_SI(prop, value, unit):
-     if prop == "T":
--        return value + 273.15
-+        return value + 273.15 if unit == "C" else value
-     return value
-"""
-
-TEST_PATCH = """\
-diff --git a/tests/test_tools/test_helpers.py b/tests/test_tools/test_helpers.py
-index 1a2b3c4..5d6e7f8 100644
---- a/tests/test_tools/test_helpers.py
-+++ b/tests/test_tools/test_helpers.py
-@@ -1,2 +1,5 @@
- from tespy.tools.helpers import convert_to_SI
- 
-+
-+def test_convert_kelvin():
-+    assert convert_to_SI("T", 300, "K") == 300
-"""
-
-
-def swe_bench_record(**changes) -> dict:
-    record = {
-        "repo": "oemof/tespy", "instance_id": "oemof__tespy-653",
-        "base_commit": "6a1fb0fc7b7e6f3a8d1a0c0b9f2f2b2a9e0c6e31", "patch": PATCH,
-        "test_patch": TEST_PATCH,
-        "problem_statement": "convert_to_SI adds 273.15 to temperatures given in Kelvin\n",
-        "hints_text": "", "created_at": "2025-01-14T09:12:44Z", "version": "0.7",
-        "FAIL_TO_PASS": ["tests/test_tools/test_helpers.py::test_convert_kelvin"],
-        "PASS_TO_PASS": ["tests/test_tools/test_helpers.py::test_convert_celsius"],
-        "environment_setup_commit": "6a1fb0fc7b7e6f3a8d1a0c0b9f2f2b2a9e0c6e31",
-    }
-    record.update(changes)
-    return record
-
-
 def test_swe_rebench_install_config_becomes_the_env_spec(tmp_path):
     record = swe_bench_record(
         install_config={"python": "3.10", "pre_install": ["apt-get install -y libgomp1"],
@@ -237,149 +195,7 @@ def test_detect_format_from_columns():
     assert detect_format([{"instance_id": "x", "image_name": "i", "patch": ""}]) == "swe-smith"
 
 
-# --------------------------------------------------------------------------- SWE-smith
-
-
-CALC = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
-
-# Hand-written, as SWE-smith stores it: applying it *introduces* the bug in add().
-BUG = "\n".join([
-    "diff --git a/src/calc.py b/src/calc.py",
-    "index 5e1c3a2..9b7d0f4 100644",
-    "--- a/src/calc.py",
-    "+++ b/src/calc.py",
-    "@@ -1,5 +1,5 @@",
-    " def add(a, b):",
-    "-    return a + b",
-    "+    return a - b",
-    " ",
-    " ",
-    " def sub(a, b):",
-    "",
-])
-
-# The same diff reversed by hand: the gold fix.
-FIX = "\n".join([
-    "diff --git a/src/calc.py b/src/calc.py",
-    "index 9b7d0f4..5e1c3a2 100644",
-    "--- a/src/calc.py",
-    "+++ b/src/calc.py",
-    "@@ -1,5 +1,5 @@",
-    " def add(a, b):",
-    "-    return a - b",
-    "+    return a + b",
-    " ",
-    " ",
-    " def sub(a, b):",
-    "",
-])
-
-
-def smith_record(**changes) -> dict:
-    record = {
-        "instance_id": "demo__calc.5e1c3a2f.func_pm_op_swap__k3j2x9q1",
-        "repo": "swesmith/demo__calc.5e1c3a2f", "patch": BUG,
-        "FAIL_TO_PASS": ["tests/test_calc.py::test_add"],
-        "PASS_TO_PASS": ["tests/test_calc.py::test_sub"],
-        "image_name": "jyangballin/swesmith.x86_64.demo_1776_calc.5e1c3a2f",
-        "problem_statement": "add(2, 2) returns 0 instead of 4",
-    }
-    record.update(changes)
-    return record
-
-
-def git(repo: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *args], cwd=repo, input=stdin, text=True,
-                          capture_output=True, check=True)
-
-
-def test_swe_smith_gold_patch_is_the_reversed_bug(tmp_path):
-    (instance,) = load_instances(write_jsonl(tmp_path / "smith.jsonl", [smith_record()])).instances
-    assert instance.source == "swe-smith"
-    assert instance.patch == FIX
-    assert instance.base_commit == instance.instance_id  # the SWE-smith task branch
-    assert instance.image == "jyangballin/swesmith.x86_64.demo_1776_calc.5e1c3a2f"
-    assert instance.meta()["bug_patch"] == BUG
-    assert instance.meta()["upstream_commit"] == "5e1c3a2f"
-    assert instance.test_patch == ""
-
-
-def test_swe_smith_patches_apply_with_git(tmp_path):
-    """Bug then fix, through real `git apply`, gives the clean file back."""
-    (instance,) = load_instances(write_jsonl(tmp_path / "smith.jsonl", [smith_record()])).instances
-    repo = tmp_path / "repo"
-    (repo / "src").mkdir(parents=True)
-    (repo / "src" / "calc.py").write_text(CALC)
-    git(repo, "init", "-q")
-    git(repo, "apply", "-", stdin=instance.meta()["bug_patch"])
-    assert "return a - b\n\n\ndef sub" in (repo / "src" / "calc.py").read_text()
-    git(repo, "apply", "-", stdin=instance.patch)
-    assert (repo / "src" / "calc.py").read_text() == CALC
-
-
-# --------------------------------------------------------------------------- reverse_patch
-
-
-def test_reverse_new_file_becomes_deletion():
-    new = "\n".join(["diff --git a/notes.txt b/notes.txt", "new file mode 100644",
-                     "index 0000000..3b18e51", "--- /dev/null", "+++ b/notes.txt",
-                     "@@ -0,0 +1,2 @@", "+hello", "+world", ""])
-    gone = "\n".join(["diff --git a/notes.txt b/notes.txt", "deleted file mode 100644",
-                      "index 3b18e51..0000000", "--- a/notes.txt", "+++ /dev/null",
-                      "@@ -1,2 +0,0 @@", "-hello", "-world", ""])
-    assert reverse_patch(new) == gone
-    assert reverse_patch(gone) == new
-
-
-def test_reverse_puts_removals_first_in_each_changed_run():
-    # -a +b -c +d  reversed swaps signs (+a -b +c -d) then orders removals first: -b -d +a +c
-    diff = "\n".join(["--- a/f", "+++ b/f", "@@ -1,3 +1,3 @@", "-a", "+b", "-c", "+d", " e"])
-    assert reverse_patch(diff) == "\n".join(
-        ["--- a/f", "+++ b/f", "@@ -1,3 +1,3 @@", "-b", "-d", "+a", "+c", " e"])
-
-
-def test_reverse_keeps_no_newline_markers_with_their_line():
-    diff = "\n".join(["--- a/f", "+++ b/f", "@@ -1 +1 @@", "-old", "\\ No newline at end of file",
-                      "+new", "\\ No newline at end of file", ""])
-    assert reverse_patch(diff) == "\n".join(
-        ["--- a/f", "+++ b/f", "@@ -1 +1 @@", "-new", "\\ No newline at end of file",
-         "+old", "\\ No newline at end of file", ""])
-
-
-def test_reverse_rename_and_mode_change():
-    diff = "\n".join(["diff --git a/a.py b/b.py", "old mode 100644", "new mode 100755",
-                      "similarity index 100%", "rename from a.py", "rename to b.py", ""])
-    assert reverse_patch(diff) == "\n".join(
-        ["diff --git a/b.py b/a.py", "old mode 100755", "new mode 100644",
-         "similarity index 100%", "rename from b.py", "rename to a.py", ""])
-
-
-def test_reverse_reads_hunk_lines_by_count_not_by_look():
-    """A removed SQL comment '-- x' looks like a '--- ' header; the hunk counts say otherwise."""
-    # body: removed "-- x", added "++ y"; reversed: removed "++ y", added "-- x"
-    diff = "\n".join(["--- a/q.sql", "+++ b/q.sql", "@@ -1 +1 @@", "--- x", "+++ y", ""])
-    assert reverse_patch(diff) == "\n".join(
-        ["--- a/q.sql", "+++ b/q.sql", "@@ -1 +1 @@", "-++ y", "+-- x", ""])
-
-
-def test_reverse_refuses_binary_patches():
-    with pytest.raises(ValueError, match="binary"):
-        reverse_patch("diff --git a/x.png b/x.png\nGIT binary patch\nliteral 4\n")
-
-
-def test_reverse_refuses_a_truncated_hunk():
-    with pytest.raises(ValueError, match="hunk ends early"):
-        reverse_patch("--- a/f\n+++ b/f\n@@ -1,3 +1,3 @@\n a\n")
-
-
 # --------------------------------------------------------------------------- Parquet and builtin
-
-
-def write_parquet(path: Path, records: list[dict]) -> Path:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-    pq.write_table(pa.Table.from_pylist(records), path)
-    return path
 
 
 def test_parquet_with_list_columns_and_struct_install_config(tmp_path):
@@ -397,11 +213,6 @@ def test_parquet_with_list_columns_and_struct_install_config(tmp_path):
     assert first.env.pip_packages == ("pytest",) and first.env.test_cmd == "pytest -rA"
     assert second.env.install == "" and second.env.test_cmd == DEFAULT_TEST_CMD
     assert second.env.pre_install == ("apt-get update",)
-
-
-def test_swe_smith_parquet_is_detected(tmp_path):
-    result = load_instances(write_parquet(tmp_path / "smith.parquet", [smith_record()]))
-    assert result.format == "swe-smith" and result.instances[0].patch == FIX
 
 
 def test_builtin_suite_loads_through_the_same_checks():

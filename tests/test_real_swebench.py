@@ -19,7 +19,8 @@ from types import SimpleNamespace
 import pytest
 
 from real_support import ENV_CACHE, REAL, extract_store
-from sandbox.grading import SuiteRun, grade_run
+from sandbox.grading import grade_run
+from sandbox.suite_run import SuiteRun
 from sandbox.logparse import OK
 
 LOGS = Path(__file__).parent / "data" / "real_logs"
@@ -105,7 +106,7 @@ def grade_cli(tmp_path: Path, store: Path, instances: Path, predictions: str, *s
 
 @pytest.mark.slow
 def test_recipes_as_install_config_gold_resolves_all_and_empty_none(repo_store, tmp_path):
-    from swe_rlvr.loaders import install_config_from_recipe
+    from swe_rlvr.formats.swe_rebench import install_config_from_recipe
     recipes = {r["instance_id"]: r for r in map(json.loads, (REAL / "recipes.jsonl").read_text().splitlines())}
     records = [json.loads(line) for line in (REAL / "instances.jsonl").read_text().splitlines()]
     rebench = tmp_path / "rebench.jsonl"
