@@ -8,7 +8,8 @@ policy's tokenizer and chat template. Each trajectory is therefore token-exact f
 and its loss mask covers only the replies (the action tokens), never the prompt or observations.
 
     trajs = expert_trajectories(load_builtin("train"), model_dir, cfg.agent, cfg.sandbox, store)
-    result = trainer.loops.run_rft(model_dir, expert_episodes(trajs), cfg, out_dir)
+    episodes = trainer.episodes.expert_episodes([t.to_row() for t in trajs])
+    result = trainer.loops.run_rft(model_dir, episodes, cfg, out_dir)
 
 Every episode is graded, and only resolved ones come back (the expert's unresolved episodes would
 teach wrong fixes). The expert replays gold patches, so it refuses any instance outside the train
@@ -23,9 +24,9 @@ Three styles (`orchestration.expert_style`):
   text it just read, run the project's tests, submit; each step says in one sentence why. Every
   command now depends on something visible earlier in the episode (the issue, the grep hits, the
   printed code), which is what a policy would have to learn to fix an unseen instance.
-- `sed` (bash only): for one-line fixes inside a function, three turns: print the function with
-  line numbers, substitute on the faulty line and run the tests, submit (about 750 tokens against
-  explore's 1,100); other fixes fall back to `explore`.
+- `sed` (bash only): for one-line fixes, three turns: print the enclosing function (or top-level
+  statement) with line numbers, substitute on the faulty line and run the tests, submit (about
+  750 tokens against explore's 1,100); other fixes fall back to `explore`.
 Log-probs are 0.0 (nothing was sampled), so the trainer's `sampler_mismatch` metric means
 nothing on these episodes. `samples > 1` repeats the same deterministic replay; it weighs
 instances, it adds no variety. The explore script does not read its observations either (the
@@ -37,12 +38,12 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from agent.runner import run_rollouts
 from agent.scripted import ScriptedPolicy
 from agent.trajectory import Trajectory, episode_id
-from swe_rlvr.config import AgentConfig, SandboxConfig
+from swe_rlvr.config import AgentConfig, ExpertStyle, SandboxConfig
 from swe_rlvr.instances import Instance
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,8 @@ def expert_trajectories(instances: list[Instance], tokenizer_or_dir: Any, agent_
     trajs = run_rollouts(instances, engine, agent_cfg, sandbox_cfg, repo_store, group_size=samples,
                          iteration=0, workers=workers, progress=progress)
     by_id = {i.instance_id: i for i in instances}
-    items = [(by_id[t.instance_id], t.patch, _id(t)) for t in trajs]
+    items = [(by_id[t.instance_id], t.patch,
+              episode_id(t.instance_id, t.iteration, t.sample, t.guided)) for t in trajs]
     reports = grade_many(items, sandbox_cfg, repo_store, workers, progress=progress)
     kept = [t for t, r in zip(trajs, reports) if t.termination == "submitted" and r.resolved]
     if len(kept) < len(trajs):
@@ -98,7 +100,7 @@ def expert_trajectories(instances: list[Instance], tokenizer_or_dir: Any, agent_
     return kept
 
 
-STYLES = ("splice", "explore", "sed")
+STYLES = get_args(ExpertStyle)
 
 
 def make_expert(style: str, tokenizer: Any, instances: list[Instance], scaffold: str) -> Any:
@@ -114,23 +116,3 @@ def make_expert(style: str, tokenizer: Any, instances: list[Instance], scaffold:
                          f"orchestration.expert_style=splice.")
     from agent.exploring import ExploringExpert
     return ExploringExpert(tokenizer, instances, style=style)
-
-
-def _id(t: Trajectory) -> str:
-    return episode_id(t.instance_id, t.iteration, t.sample, t.guided)
-
-
-def expert_rows(trajs: list[Trajectory]) -> tuple[list[dict], list[dict]]:
-    """(ROLLOUTS rows, REWARDS rows) of resolved expert episodes, reward 1 and kept."""
-    rollouts = [t.to_row() for t in trajs]
-    rewards = [{"episode_id": r["episode_id"], "instance_id": r["instance_id"], "guided": r["guided"],
-                "reward_resolved": 1.0, "reward_turns": 0.0, "reward_overlong": 0.0,
-                "reward_format": 0.0, "reward": 1.0, "advantage": 0.0, "kept": True,
-                "drop_reason": ""} for r in rollouts]
-    return rollouts, rewards
-
-
-def expert_episodes(trajs: list[Trajectory]) -> list:
-    """Trainer episodes (resolved=True) for `trainer.loops.run_rft`."""
-    from trainer.episodes import episodes_from_rows
-    return episodes_from_rows(*expert_rows(trajs))

@@ -108,14 +108,15 @@ def evaluate(model_dir, splits: dict, cfg, store, seed: int, stage: str, log_row
 
 def warm_up(model_dir, train, cfg, store, args, seed: int, out: Path):
     """Expert trajectories of the train split -> SFT; returns (checkpoint, minutes, metrics)."""
-    from agent.expert import expert_episodes, expert_trajectories
+    from agent.expert import expert_trajectories
+    from trainer.episodes import expert_episodes
     from trainer.loops import run_rft
 
     began = time.monotonic()
     trajs = expert_trajectories(train, model_dir, cfg.agent, cfg.sandbox, store,
                                 samples=args.expert_samples, workers=cfg.orchestration.max_workers,
                                 style=cfg.orchestration.expert_style)
-    episodes = expert_episodes(trajs)
+    episodes = expert_episodes([t.to_row() for t in trajs])
     tokens = sum(len(e.token_ids) for e in episodes)
     actions = sum(e.num_actions for e in episodes)
     t = dataclasses.replace(cfg.trainer, seed=seed,

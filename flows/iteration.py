@@ -17,16 +17,20 @@ from tasks.store import join
 
 @flow(name="rl-iteration", validate_parameters=False)
 def rl_iteration(cfg: Config, run_dir: str, iteration: int, policy_dir: str) -> str:
-    """rollout -> validate -> guidance -> guided rollout -> validate -> reward -> update, and
-    beside the update the best-of-k verifier (a no-op unless eval.best_of_k > 0)."""
+    """(curriculum ->) instances -> rollout -> validate -> guidance -> guided rollout -> validate
+    -> reward -> update, and beside the update the best-of-k verifier (a no-op unless
+    eval.best_of_k > 0)."""
     s = stages(cfg, run_dir)
-    insts = s.instances.submit(run_dir, iteration, cfg, cfg.instances.train_split, part="rl")
+    pool = s.curriculum.submit(run_dir, iteration, cfg) if cfg.algorithm.curriculum else ""
+    insts = s.instances.submit(run_dir, iteration, cfg, cfg.instances.train_split, part="rl",
+                               curriculum_path=pool)
     rolls = s.rollout.submit(run_dir, iteration, insts, policy_dir, cfg)
     grades = s.validate.submit(run_dir, iteration, rolls, insts, cfg)
     hints = s.guidance.submit(run_dir, iteration, grades, rolls, insts, cfg)
-    g_rolls = s.rollout.submit(run_dir, iteration, insts, policy_dir, cfg, out="rollouts_guided",
-                               guidance_path=hints, group_size=cfg.guidance.attempts)
-    g_grades = s.validate.submit(run_dir, iteration, g_rolls, insts, cfg)
+    g_rolls = s.rollout_guided.submit(run_dir, iteration, insts, policy_dir, cfg,
+                                      out="rollouts_guided", guidance_path=hints,
+                                      group_size=cfg.guidance.attempts)
+    g_grades = s.validate_guided.submit(run_dir, iteration, g_rolls, insts, cfg)
     rewards = s.reward.submit(run_dir, iteration, [rolls, g_rolls], [grades, g_grades], cfg)
     verifier = s.verifier.submit(run_dir, iteration, [rolls, g_rolls], [grades, g_grades], insts,
                                  policy_dir, cfg)

@@ -53,6 +53,7 @@ def stages(cfg: Config, run_dir: str) -> SimpleNamespace:
     from prefect.cache_policies import NO_CACHE
 
     from tasks.cache import ARTIFACT_INPUTS
+    from tasks.curriculum import curriculum
     from tasks.evaluate import evaluate
     from tasks.guidance import guidance
     from tasks.instances import instances
@@ -73,8 +74,16 @@ def stages(cfg: Config, run_dir: str) -> SimpleNamespace:
     options["cache_policy"] = policy
     named = {"instances": instances, "rollout": rollout, "validate": validate,
              "guidance": guidance, "reward": reward, "update": update, "evaluate": evaluate,
-             "verifier": verifier}
-    return SimpleNamespace(**{name: t.with_options(**options) for name, t in named.items()})
+             "verifier": verifier, "rollout_guided": rollout, "validate_guided": validate,
+             "curriculum": curriculum}
+    return SimpleNamespace(**{name: _named(t, name.replace("_", "-"), options)
+                              for name, t in named.items()})
+
+
+def _named(task: Any, name: str, options: dict[str, Any]) -> Any:
+    """`task` under its stage name (`rollout-guided` apart from `rollout` in the UI), its runs
+    named after the iteration (`rollout-guided-i3`)."""
+    return task.with_options(name=name, task_run_name=f"{name}-i{{iteration}}", **options)
 
 
 def _local_dir(url: str) -> Path | None:

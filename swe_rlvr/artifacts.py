@@ -7,6 +7,10 @@ version when a column changes meaning or type; adding a nullable column is compa
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import dataclass
+from typing import Iterable
+
 import pyarrow as pa
 
 SCHEMA_KEY = b"swe_rlvr.schema"
@@ -99,6 +103,14 @@ REWARDS = pa.schema([
     ("drop_reason", pa.string()),
 ])
 
+CURRICULUM = pa.schema([
+    ("instance_id", pa.string()),
+    ("attempts", pa.int32()),             # unguided samples so far, over the run's iterations
+    ("solved", pa.int32()),
+    ("rate", pa.float64()),
+    ("retired", pa.string()),             # "" in the pool | solved_often | never_solved
+])
+
 TRAIN_METRICS = pa.schema([
     ("step", pa.int32()),
     ("phase", pa.string()),               # rft | dapo | dpo | sft
@@ -134,6 +146,7 @@ SCHEMAS: dict[str, tuple[pa.Schema, int]] = {
     "validations": (VALIDATIONS, 3),
     "guidance": (GUIDANCE, 1),
     "rewards": (REWARDS, 1),
+    "curriculum": (CURRICULUM, 1),
     "train_metrics": (TRAIN_METRICS, 1),
     "eval": (EVAL, 1),
 }
@@ -163,3 +176,75 @@ def check(name: str, tbl: pa.Table) -> pa.Table:
         raise ValueError(f"Artifact schema {stamp or 'unstamped'!r} is not {name}/v{version}; "
                          f"it was written by another version of swe-rlvr. Re-run that stage.")
     return tbl
+
+
+# --------------------------------------------------------------------------- episode outcomes
+
+CRASH_TERMINATIONS = frozenset({"error"})   # the runner caught an exception: not the policy's act
+DROP_COUNTERS = {"no_validation": "dropped_ungraded", "infra_failure": "dropped_infra",
+                 "crash": "dropped_crash"}
+
+
+@dataclass(frozen=True)
+class EpisodeOutcome:
+    """One ROLLOUTS row joined with its VALIDATIONS row (None when it was never graded).
+
+    The one rule for what is a training sample lives here: an episode is a sample when it was
+    graded, the grading did not fail on infrastructure (the tests ran), and the episode was not
+    ended by a crash. A non-sample says nothing about the policy: it joins no advantage group, no
+    DPO pair, no verifier batch and no guidance selection, and its reason is counted, never
+    silently lost. Timeouts, format errors and oversized patches are the policy's doing: samples.
+    """
+
+    rollout: dict
+    grade: dict | None
+
+    @property
+    def episode_id(self) -> str:
+        return self.rollout["episode_id"]
+
+    @property
+    def instance_id(self) -> str:
+        return self.rollout["instance_id"]
+
+    @property
+    def guided(self) -> bool:
+        return bool(self.rollout["guided"])
+
+    @property
+    def drop_reason(self) -> str:
+        """"" for a sample, else no_validation | infra_failure | crash."""
+        if self.rollout["termination"] in CRASH_TERMINATIONS:
+            return "crash"
+        if self.grade is None:
+            return "no_validation"
+        return "infra_failure" if self.grade["infra_failure"] else ""
+
+    @property
+    def is_sample(self) -> bool:
+        return self.drop_reason == ""
+
+    @property
+    def resolved(self) -> bool:
+        """A sample whose grade resolved the instance (grading never resolves a tampered one)."""
+        return self.is_sample and bool(self.grade["resolved"])
+
+    @property
+    def tampered(self) -> bool:
+        return self.grade is not None and bool(self.grade.get("tampered"))
+
+
+def outcomes(rollouts: Iterable[dict], validations: Iterable[dict]) -> list[EpisodeOutcome]:
+    """Every rollout row with its grade, in rollout order (the one join of the two artifacts)."""
+    grades = {v["episode_id"]: v for v in validations}
+    return [EpisodeOutcome(r, grades.get(r["episode_id"])) for r in rollouts]
+
+
+def samples(episodes: Iterable[EpisodeOutcome]) -> list[EpisodeOutcome]:
+    return [o for o in episodes if o.is_sample]
+
+
+def dropped(episodes: Iterable[EpisodeOutcome]) -> dict[str, int]:
+    """{"dropped_ungraded", "dropped_infra", "dropped_crash"}: non-samples by reason, zeros kept."""
+    counts = Counter(o.drop_reason for o in episodes)
+    return {name: counts.get(reason, 0) for reason, name in DROP_COUNTERS.items()}

@@ -25,7 +25,8 @@ def expert_rollouts(run_dir: str, iteration: int, instances_path: str, policy_di
                          style=cfg.orchestration.expert_style)
     if done:
         return done, rewards_url
-    from agent.expert import expert_rows, expert_trajectories
+    from agent.expert import expert_trajectories
+    from trainer.scoring import expert_reward_rows
     instances = read_instances(instances_path)
     url = artifact(run_dir, iteration, "rollouts.parquet")
     with store.stage(iter_dir(run_dir, iteration), "expert", key) as st:
@@ -37,7 +38,8 @@ def expert_rollouts(run_dir: str, iteration: int, instances_path: str, policy_di
                              f"the warm-up would train on nothing; its replies must fit the agent "
                              f"limits: raise agent.max_new_tokens (now {cfg.agent.max_new_tokens}) "
                              f"or agent.max_turns (now {cfg.agent.max_turns}).")
-        rollouts, rewards = expert_rows(trajs)
+        rollouts = [t.to_row() for t in trajs]
+        rewards = expert_reward_rows(rollouts)
         st.output("main", url, store.write_table(url, "rollouts", rollouts), rows=len(rollouts))
         st.output("rewards", rewards_url, store.write_table(rewards_url, "rewards", rewards),
                   rows=len(rewards))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import subprocess
 from dataclasses import dataclass
 
+from swe_rlvr.artifacts import outcomes
 from swe_rlvr.config import Config
 from swe_rlvr.instances import Instance
 from tasks import store
@@ -41,7 +42,7 @@ def _hints(rollouts: list[dict], validations: list[dict], instances: dict, cfg: 
            ) -> list[dict]:
     from agent.guidance_sources import make_source
     from agent.recovery import select_failed, write_guidance
-    failures = select_failed(rollouts, validations, cfg.guidance.trigger)
+    failures = select_failed(outcomes(rollouts, validations), cfg.guidance.trigger)
     source = make_source(cfg.guidance, BaseFiles(repo_store(cfg)))
     return [g.to_row() for g in write_guidance(instances, failures, source)]
 

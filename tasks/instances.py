@@ -27,9 +27,17 @@ PARTS = ("all", "expert", "rl")
 
 
 def select(instances: list, split: str, ids: tuple[str, ...], limit: int, offset: int,
-           tiers: tuple[str, ...] = (), part: str = "all", expert_share: float = 1.0) -> list:
+           tiers: tuple[str, ...] = (), part: str = "all", expert_share: float = 1.0,
+           retired: frozenset[str] = frozenset()) -> list:
+    """`window(pool(...), limit, offset)`."""
+    return window(pool(instances, split, ids, tiers, part, expert_share, retired), limit, offset)
+
+
+def pool(instances: list, split: str, ids: tuple[str, ...] = (), tiers: tuple[str, ...] = (),
+         part: str = "all", expert_share: float = 1.0, retired: frozenset[str] = frozenset()
+         ) -> list:
     """The split's instances (or just `ids`; only `tiers` where given) in stable hash order, cut
-    to `part` (`split_parts`), then `limit` of them from window `offset`."""
+    to `part` (`split_parts`), without the curriculum's `retired` ids."""
     chosen = sorted((i for i in instances if not split or i.split == split),
                     key=lambda i: stable_order(i.instance_id))
     if ids:
@@ -46,6 +54,17 @@ def select(instances: list, split: str, ids: tuple[str, ...], limit: int, offset
     if not chosen:
         raise ValueError(f"orchestration.expert_share={expert_share} leaves no {part!r} instances "
                          f"of split {split!r}; choose a share strictly between 0 and 1.")
+    kept = [i for i in chosen if i.instance_id not in retired]
+    if not kept:
+        raise ValueError(f"The curriculum retired all {len(chosen)} instances of the pool (each "
+                         f"solved at least algorithm.curriculum_max_rate of the time or never in "
+                         f"algorithm.curriculum_min_tries attempts); raise curriculum_max_rate or "
+                         f"curriculum_min_tries, add instances, or stop at fewer iterations.")
+    return kept
+
+
+def window(chosen: list, limit: int, offset: int) -> list:
+    """`limit` instances of `chosen` from window `offset` (rotating); all for limit 0."""
     if not limit or limit >= len(chosen):
         return chosen
     start = (offset * limit) % len(chosen)
@@ -69,27 +88,36 @@ def source_path(cfg: Config) -> str:
 
 @stage_task("instances")
 def instances(run_dir: str, iteration: int, cfg: Config, split: str, out: str = "instances",
-              limit: int | None = None, rotate: bool = True, part: str = "all") -> str:
+              limit: int | None = None, rotate: bool = True, part: str = "all",
+              curriculum_path: str = "") -> str:
     """Write the iteration's instances of `split` to `iter_<k>/<out>.parquet`; returns its URL.
 
     `rotate`: iteration k takes the k-th window of `limit` instances (training); otherwise
     always the first `limit` (evaluation, so every step is scored on the same instances).
     `part`: all, or the expert warm-up's or RL's part of the split (`split_parts`).
+    `curriculum_path`: the iteration's CURRICULUM rows; their retired instances leave the pool.
+    The manifest records the pool's size (`pool`) and how many the curriculum retired.
     """
     limit = cfg.instances.limit if limit is None else limit
     offset = iteration if rotate else 0
     share = cfg.orchestration.expert_share if part != "all" else 1.0
+    extra = {"curriculum_path": curriculum_path} if curriculum_path else {}
     key, done = finished(run_dir, iteration, out, cfg=cfg.instances, split=split, limit=limit,
-                         offset=offset, source_path=source_path(cfg), part=part, share=share)
+                         offset=offset, source_path=source_path(cfg), part=part, share=share,
+                         **extra)
     if done:
         return done
     from swe_rlvr.loaders import load_instances
     loaded = load_instances(cfg.instances.source, format=cfg.instances.format,
                             skip_invalid=cfg.instances.skip_invalid)
-    chosen = select(loaded.instances, split, cfg.instances.ids, limit, offset, cfg.instances.tiers,
-                    part, share)
+    retired = frozenset(r["instance_id"] for r in store.read_rows(curriculum_path, "curriculum")
+                        if r["retired"]) if curriculum_path else frozenset()
+    everyone = pool(loaded.instances, split, cfg.instances.ids, cfg.instances.tiers, part, share,
+                    retired)
+    chosen = window(everyone, limit, offset)
     url = artifact(run_dir, iteration, f"{out}.parquet")
     with store.stage(iter_dir(run_dir, iteration), out, key) as st:
         sha = store.write_table(url, "instances", [i.to_row() for i in chosen])
-        st.output("main", url, sha, rows=len(chosen), skipped=len(loaded.skipped))
+        st.output("main", url, sha, rows=len(chosen), skipped=len(loaded.skipped),
+                  pool=len(everyone), retired=len(retired))
     return url

@@ -20,6 +20,9 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from statistics import fmean, stdev
+from typing import Iterable
+
+from swe_rlvr.artifacts import EpisodeOutcome, dropped, outcomes
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -35,11 +38,10 @@ def eval_rows(rollouts: list[dict], validations: list[dict],
               scores: dict[str, float] | None = None) -> list[dict]:
     """EVAL rows: one per (instance, run); the run is the episode's sample index. `scores`
     (episode -> verifier score) fills `verifier_score`, else it stays None."""
-    grades = {v["episode_id"]: v for v in validations}
     scores = scores or {}
     rows = []
-    for r in rollouts:
-        g = grades.get(r["episode_id"], {})
+    for o in outcomes(rollouts, validations):
+        r, g = o.rollout, o.grade or {}
         rows.append({"instance_id": r["instance_id"], "run": int(r["sample"]),
                      "episode_id": r["episode_id"], "resolved": bool(g.get("resolved", False)),
                      "infra_failure": bool(g.get("infra_failure", not g)),
@@ -116,19 +118,40 @@ def episode_stats(rollouts: list[dict]) -> dict[str, float]:
 
 def rollout_summary(rollouts: list[dict], validations: list[dict], prefix: str = "train"
                     ) -> dict[str, float]:
-    """Resolve, tamper, submit and format-error rates and mean turns of a set of episodes
-    (`<prefix>_tamper_rate`: graded episodes whose canary tests caught a change to how tests run)."""
-    grades = {v["episode_id"]: v for v in validations}
-    graded = [grades[r["episode_id"]] for r in rollouts if r["episode_id"] in grades]
-    usable = [g for g in graded if not g["infra_failure"]]
+    """Resolve, tamper, submit and format-error rates and mean turns of a set of episodes; the
+    rates are over samples (`EpisodeOutcome.is_sample`), and the non-samples are counted by
+    reason (`dropped_infra`, `dropped_crash`, `dropped_ungraded`). `<prefix>_tamper_rate`: samples
+    whose canary tests caught a change to how tests run."""
+    episodes = outcomes(rollouts, validations)
+    graded = [o for o in episodes if o.grade is not None]
+    usable = [o for o in episodes if o.is_sample]
     return {
-        f"{prefix}_resolve_rate": _rate([bool(g["resolved"]) for g in usable]),
-        f"{prefix}_infra_failure_rate": _rate([bool(g["infra_failure"]) for g in graded]),
-        f"{prefix}_tamper_rate": _rate([bool(g.get("tampered")) for g in usable]),
+        f"{prefix}_resolve_rate": _rate([o.resolved for o in usable]),
+        f"{prefix}_infra_failure_rate": _rate([bool(o.grade["infra_failure"]) for o in graded]),
+        f"{prefix}_tamper_rate": _rate([o.tampered for o in usable]),
         f"{prefix}_episodes": float(len(rollouts)),
+        **{k: float(v) for k, v in dropped(episodes).items()},
         **episode_stats(rollouts),
         "gen_tokens_per_s": (sum(int(r["gen_tokens"]) for r in rollouts)
                              / max(1e-9, sum(float(r["gen_s"]) for r in rollouts))) if rollouts else 0.0,
+    }
+
+
+def recovery_metrics(episodes: list[EpisodeOutcome], failed_ids: Iterable[str],
+                     guidance: list[dict] = ()) -> dict[str, float]:
+    """Guided recovery rate, guided vs unguided resolve rate (over samples), pairs built and the
+    mean leakage of the GUIDANCE rows."""
+    from trainer.pairs import build_pairs
+    failed_ids = set(failed_ids)
+    usable = [o for o in episodes if o.is_sample]
+    recovered = {o.instance_id for o in usable if o.guided and o.resolved}
+    return {
+        "guided_instances": float(len(failed_ids)),
+        "guided_recovery_rate": len(recovered & failed_ids) / len(failed_ids) if failed_ids else 0.0,
+        "guided_resolve_rate": _rate([o.resolved for o in usable if o.guided]),
+        "unguided_resolve_rate": _rate([o.resolved for o in usable if not o.guided]),
+        "pairs_built": float(len(build_pairs(episodes))),
+        "guidance_leakage": fmean(g["leakage"] for g in guidance) if guidance else 0.0,
     }
 
 
@@ -138,7 +161,7 @@ def reward_summary(rewards: list[dict], guidance_mode: str) -> dict[str, float]:
     from trainer.scoring import group_key
     groups: dict[tuple, set] = defaultdict(set)
     for r in rewards:
-        if r["drop_reason"] != "infra_failure" and r["reward"] is not None:
+        if r["reward"] is not None:                       # a sample
             groups[group_key(r, guidance_mode)].add(r["drop_reason"])
     scored = [r["reward"] for r in rewards if r["reward"] is not None]
     return {
@@ -165,3 +188,13 @@ def train_summary(rows: list[dict]) -> dict[str, float]:
 def stage_times(manifests: dict[str, dict]) -> dict[str, float]:
     """`time_<stage>_s` for every finished stage of the iteration."""
     return {f"time_{name}_s": float(m.get("wall_s", 0.0)) for name, m in manifests.items()}
+
+
+def pool_sizes(manifests: dict[str, dict]) -> dict[str, float]:
+    """`curriculum_pool` (instances the iteration could sample) and `curriculum_retired`, when the
+    curriculum ran (Nebius: the pool shrinks as instances are solved or found hopeless)."""
+    if "curriculum" not in manifests or "instances" not in manifests:
+        return {}
+    main = manifests["instances"]["outputs"]["main"]
+    return {"curriculum_pool": float(main.get("pool", main["rows"])),
+            "curriculum_retired": float(main.get("retired", 0))}

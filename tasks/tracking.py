@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from swe_rlvr.config import Config, flatten
+from swe_rlvr.artifacts import outcomes
 from tasks import metrics, store
 
 RUN_FILE = "mlflow_run.json"
@@ -102,7 +103,8 @@ def iteration_metrics(run_dir: str, iteration: int, k: int, best_k: int = 0, *,
     rollouts, grades = rows("rollouts", "rollouts"), rows("validations", "validations")
     guided, guided_grades = rows("rollouts_guided", "rollouts"), rows("validations_guided", "validations")
     out = metrics.rollout_summary(rollouts, grades) if rollouts else {}
-    out.update(_recovery(rollouts + guided, grades + guided_grades, rows("guidance", "guidance")))
+    out.update(_recovery(outcomes(rollouts + guided, grades + guided_grades),
+                         rows("guidance", "guidance")))
     if store.exists(store.join(it, "rewards.parquet")):
         out.update(metrics.reward_summary(rows("rewards", "rewards"), guidance_mode))
     if store.exists(store.join(it, "train_metrics.parquet")):
@@ -111,18 +113,16 @@ def iteration_metrics(run_dir: str, iteration: int, k: int, best_k: int = 0, *,
         out.update(metrics.eval_summary(rows("eval", "eval"), k, best_k))
         out.update({f"eval_{key}": v for key, v in
                     metrics.episode_stats(rows("eval_rollouts", "rollouts")).items()})
-    out.update(metrics.stage_times(store.stage_manifests(it)))
+    manifests = store.stage_manifests(it)
+    out.update(metrics.stage_times(manifests))
+    out.update(metrics.pool_sizes(manifests))
     return out
 
 
-def _recovery(rollouts: list[dict], grades: list[dict], guidance: list[dict]) -> dict[str, float]:
+def _recovery(episodes: list, guidance: list[dict]) -> dict[str, float]:
     if not guidance:
         return {}
-    from agent.recovery import recovery_metrics
-    failed = {g["instance_id"] for g in guidance}
-    out = recovery_metrics(rollouts, grades, failed)
-    out["guidance_leakage"] = sum(g["leakage"] for g in guidance) / len(guidance)
-    return out
+    return metrics.recovery_metrics(episodes, {g["instance_id"] for g in guidance}, guidance)
 
 
 def log_step(cfg: Config, run_id: str, run_dir: str, step: int, policy_dir: str = "",

@@ -58,9 +58,10 @@ def _train(algorithm: str, policy_dir: str, rollouts: list[dict], rewards: list[
     from trainer.episodes import episodes_from_rows
     episodes = episodes_from_rows(rollouts, rewards, kept_only=algorithm in ("dapo", "grpo"))
     if algorithm == "dpo":
-        from agent.recovery import build_pairs
+        from swe_rlvr.artifacts import outcomes
+        from trainer.pairs import build_pairs
         by_id = {e.episode_id: e for e in episodes}
-        episodes = [(by_id[c], by_id[r]) for c, r in build_pairs(rollouts, grades)
+        episodes = [(by_id[c], by_id[r]) for c, r in build_pairs(outcomes(rollouts, grades))
                     if c in by_id and r in by_id]
     result = getattr(loops, LOOPS[algorithm])(Path(policy_dir), episodes, cfg, work)
     return Path(result.checkpoint), result.metrics

@@ -69,7 +69,8 @@ def test_eval_summary_adds_best_at_k_only_for_scored_rows():
 
 
 def _rollout(eid: str, iid: str, patch: str, guided: bool = False) -> dict:
-    return {"episode_id": eid, "instance_id": iid, "patch": patch, "guided": guided}
+    return {"episode_id": eid, "instance_id": iid, "patch": patch, "guided": guided,
+            "termination": "submitted"}
 
 
 def _grade(eid: str, resolved: bool, infra: bool = False) -> dict:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from agent.expert import SplitError, expert_episodes, expert_rows, expert_trajectories
+from agent.expert import SplitError, expert_trajectories
+from trainer.episodes import expert_episodes
+from trainer.scoring import expert_reward_rows
 from swe_rlvr.config import AgentConfig, SandboxConfig
 
 WORKERS = 4
@@ -67,10 +69,11 @@ def test_loss_mask_covers_only_the_replies(expert, tokenizer):
 
 
 def test_expert_episodes_feed_rft(expert):
-    episodes = expert_episodes(expert)
+    rollouts = [t.to_row() for t in expert]
+    episodes = expert_episodes(rollouts)
     assert len(episodes) == len(expert)
     assert all(e.resolved and e.num_actions > 0 for e in episodes)
-    rollouts, rewards = expert_rows(expert)
+    rewards = expert_reward_rows(rollouts)
     assert [r["episode_id"] for r in rollouts] == [r["episode_id"] for r in rewards]
 
 

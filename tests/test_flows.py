@@ -130,6 +130,16 @@ def test_flow_run_has_summary_and_table_artifacts(trained):
     assert all(result.mlflow_run_id in (a.description or "") + str(a.data) for a in found)
 
 
+def test_guided_stages_have_their_own_task_names_and_runs_name_the_iteration(trained):
+    from prefect.client.orchestration import get_client
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(limit=200)
+    names = {r.name for r in runs}
+    for k in range(ITERATIONS):
+        assert {f"rollout-i{k}", f"validate-i{k}", f"rollout-guided-i{k}",
+                f"validate-guided-i{k}", f"update-i{k}"} <= names, sorted(names)
+
+
 def test_rerun_reuses_every_finished_stage(trained):
     from flows import train
     result, args, first_seconds = trained

@@ -12,8 +12,11 @@ import subprocess
 
 import pytest
 
-from agent.guidance_sources import RulesSource, locate, parse_hunks
-from agent.recovery import recovery_metrics, select_failed, write_guidance
+from agent.guidance_sources import RulesSource, locate
+from swe_rlvr.patches import parse_hunks
+from agent.recovery import select_failed, write_guidance
+from swe_rlvr.artifacts import outcomes
+from tasks.metrics import recovery_metrics
 from agent.runner import run_rollouts
 from agent.scripted import ScriptedPolicy
 from swe_rlvr.config import AgentConfig, GuidanceConfig, SandboxConfig
@@ -97,14 +100,15 @@ def test_weak_policy_recovers_only_with_guidance(builtin, env, read_base, tiny_m
 
     rollouts, grades = attempt(None)
     assert not any(g["resolved"] for g in grades)           # unguided, the weak policy fails all
-    failures = select_failed(rollouts, grades, "unresolved")
+    failures = select_failed(outcomes(rollouts, grades), "unresolved")
     assert set(failures) == {i.instance_id for i in train}
     hints = write_guidance({i.instance_id: i for i in train}, failures,
                            RulesSource(read_base, GuidanceConfig()))
     g_rollouts, g_grades = attempt({h.instance_id: h.text() for h in hints})
     assert all(r["guided"] for r in g_rollouts) and not any(r["guided"] for r in rollouts)
     assert all(g["resolved"] for g in g_grades)             # guided, it recovers every one
-    metrics = recovery_metrics(rollouts + g_rollouts, grades + g_grades, failures, hints)
+    metrics = recovery_metrics(outcomes(rollouts + g_rollouts, grades + g_grades), failures,
+                               [h.to_row() for h in hints])
     assert metrics["guided_recovery_rate"] == 1.0
     assert metrics["unguided_resolve_rate"] == 0.0 and metrics["guidance_leakage"] == 0.0
     assert metrics["pairs_built"] == len(train)

@@ -35,24 +35,20 @@ def test_overlong_penalty_hand_values():
 
 
 def test_reward_parts_and_total():
-    parts = reward(True, False, turns=30, gen_tokens=0, format_errors=0, cfg=CFG, max_gen_tokens=100)
+    parts = reward(True, turns=30, gen_tokens=0, format_errors=0, cfg=CFG, max_gen_tokens=100)
     assert (parts.resolved, parts.turns, parts.total) == (1.0, -0.5, 0.5)   # 1 + (-0.5)
-    fail = reward(False, False, turns=10, gen_tokens=0, format_errors=0, cfg=CFG, max_gen_tokens=100)
+    fail = reward(False, turns=10, gen_tokens=0, format_errors=0, cfg=CFG, max_gen_tokens=100)
     assert fail.total == 0.0
-
-
-def test_infra_failure_is_no_sample_not_zero():
-    assert reward(True, True, 3, 0, 0, CFG, 100) is None
 
 
 def test_a_tampered_grade_costs_the_tamper_penalty():
     """A patch whose canary tests had the wrong outcome changed how the tests run: its resolved
     part is `reward.tamper_penalty` (-1), below an honest failure's 0, so tampering never pays."""
-    parts = reward(True, False, turns=30, gen_tokens=0, format_errors=0, cfg=CFG, max_gen_tokens=100,
+    parts = reward(True, turns=30, gen_tokens=0, format_errors=0, cfg=CFG, max_gen_tokens=100,
                    tampered=True)
     assert (parts.resolved, parts.total) == (-1.0, -1.5)                    # -1 + (-0.5) turns
     mild = RewardConfig(turn_penalty=False, tamper_penalty=-0.25)
-    assert reward(False, False, 5, 0, 0, mild, 100, tampered=True).total == -0.25
+    assert reward(False, 5, 0, 0, mild, 100, tampered=True).total == -0.25
     grades = [{"episode_id": "a", "resolved": True, "infra_failure": False, "tampered": True},
               {"episode_id": "b", "resolved": False, "infra_failure": False, "tampered": False}]
     rows = reward_rows([_rollout("a", "x"), _rollout("b", "x")], grades, CFG,
@@ -64,7 +60,7 @@ def test_a_tampered_grade_costs_the_tamper_penalty():
 
 def test_overlong_and_format_penalties_add_up():
     cfg = RewardConfig(turn_penalty=False, overlong_penalty=True, overlong_buffer=20, format_penalty=0.1)
-    parts = reward(True, False, turns=5, gen_tokens=90, format_errors=3, cfg=cfg, max_gen_tokens=100)
+    parts = reward(True, turns=5, gen_tokens=90, format_errors=3, cfg=cfg, max_gen_tokens=100)
     # 1 (resolved) + 0 (turns off) - 0.5 (overlong: (80-90)/20) - 0.3 (3 x 0.1)
     assert parts.overlong == -0.5 and parts.format == pytest.approx(-0.3)
     assert parts.total == pytest.approx(0.2)
@@ -72,13 +68,13 @@ def test_overlong_and_format_penalties_add_up():
 
 def test_overlong_episode_stays_as_failure():
     """A turn-limited, unresolved episode keeps its negative reward; it is not dropped."""
-    parts = reward(False, False, turns=40, gen_tokens=0, format_errors=0, cfg=CFG, max_gen_tokens=100)
+    parts = reward(False, turns=40, gen_tokens=0, format_errors=0, cfg=CFG, max_gen_tokens=100)
     assert parts.total == -1.0
 
 
 def _rollout(eid, iid, turns=5, guided=False):
     return {"episode_id": eid, "instance_id": iid, "guided": guided, "turns": turns,
-            "gen_tokens": 10, "format_errors": 0}
+            "gen_tokens": 10, "format_errors": 0, "termination": "submitted"}
 
 
 def test_reward_rows_group_advantages_and_drops():

@@ -76,6 +76,12 @@ def episodes_from_rows(rollout_rows: list[dict], reward_rows: list[dict], *,
     return out
 
 
+def expert_episodes(rollout_rows: list[dict]) -> list[Episode]:
+    """Trainer episodes (resolved, reward 1) of the expert warm-up's ROLLOUTS rows."""
+    from trainer.scoring import expert_reward_rows
+    return episodes_from_rows(rollout_rows, expert_reward_rows(rollout_rows))
+
+
 def strip_guidance(ep: Episode) -> Episode:
     """Remove tokens [guidance_start, guidance_end) with their mask and log-prob entries."""
     if ep.guidance_span is None:

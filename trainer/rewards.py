@@ -59,12 +59,10 @@ def overlong_penalty(gen_tokens: int, max_gen_tokens: int, buffer: int) -> float
     return max(-1.0, (start - gen_tokens) / buffer)
 
 
-def reward(resolved: bool, infra_failure: bool, turns: int, gen_tokens: int, format_errors: int,
-           cfg: RewardConfig, max_gen_tokens: int, tampered: bool = False) -> RewardParts | None:
-    """Reward of one graded episode; None for an infrastructure failure (no sample). A tampered
-    grade (the patch changed how the tests run) gets `reward.tamper_penalty` as its resolved part."""
-    if infra_failure:
-        return None
+def reward(resolved: bool, turns: int, gen_tokens: int, format_errors: int, cfg: RewardConfig,
+           max_gen_tokens: int, tampered: bool = False) -> RewardParts:
+    """Reward of one sample (`swe_rlvr.artifacts.EpisodeOutcome.is_sample`). A tampered grade (the
+    patch changed how the tests run) gets `reward.tamper_penalty` as its resolved part."""
     base = cfg.tamper_penalty if tampered else 1.0 if resolved else 0.0
     turn = turn_penalty(turns, cfg.l_thr, cfg.t_max) if cfg.turn_penalty else 0.0
     over = (overlong_penalty(gen_tokens, max_gen_tokens, cfg.overlong_buffer)

@@ -4,8 +4,9 @@ Groups are the episodes of one instance in one iteration. Guided re-attempts joi
 instance's unguided group when the trainer sees them without their guidance (`guidance.mode`
 strip or pairs: "as if unguided", so a guided success scores against the unguided failures that
 triggered it, Agent-RLVR); under `keep` their context differs, and they form a group of their
-own. Infrastructure failures leave the group before its statistics are taken: they are no sample,
-never reward 0. Groups with no signal are dropped when `algorithm.dynamic_sampling` is on (DAPO),
+own. Non-samples (`swe_rlvr.artifacts.EpisodeOutcome`: ungraded, infrastructure failures,
+crashes) leave the group before its statistics are taken: never reward 0, with `drop_reason` saying
+why. Groups with no signal are dropped when `algorithm.dynamic_sampling` is on (DAPO),
 with `drop_reason` saying so.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from swe_rlvr.artifacts import EpisodeOutcome, outcomes
 from swe_rlvr.config import AlgorithmConfig, RewardConfig
 from trainer.advantages import group_advantages, has_signal
 from trainer.rewards import reward
@@ -26,8 +28,7 @@ def group_key(row: dict, guidance_mode: str) -> tuple[str, bool]:
 def reward_rows(rollout_rows: list[dict], validation_rows: list[dict], reward_cfg: RewardConfig,
                 algo_cfg: AlgorithmConfig, max_gen_tokens: int, guidance_mode: str) -> list[dict]:
     """One REWARDS row per rollout row, in the same order."""
-    grades = {v["episode_id"]: v for v in validation_rows}
-    rows = [_score(r, grades.get(r["episode_id"]), reward_cfg, max_gen_tokens) for r in rollout_rows]
+    rows = [_score(o, reward_cfg, max_gen_tokens) for o in outcomes(rollout_rows, validation_rows)]
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for row in rows:
         if row["drop_reason"] == "":
@@ -37,20 +38,18 @@ def reward_rows(rollout_rows: list[dict], validation_rows: list[dict], reward_cf
     return rows
 
 
-def _score(rollout: dict, grade: dict | None, cfg: RewardConfig, max_gen_tokens: int) -> dict:
-    row = {"episode_id": rollout["episode_id"], "instance_id": rollout["instance_id"],
-           "guided": bool(rollout["guided"]), "advantage": None, "kept": False,
-           "drop_reason": ""}
-    infra = grade is None or bool(grade["infra_failure"])
-    parts = reward(bool(grade and grade["resolved"]), infra, int(rollout["turns"]),
-                   int(rollout["gen_tokens"]), int(rollout["format_errors"]), cfg, max_gen_tokens,
-                   tampered=bool(grade and grade.get("tampered")))
-    if parts is None:
-        row.update(reward_resolved=None, reward_turns=None, reward_overlong=None,
-                   reward_format=None, reward=None,
-                   drop_reason="no_validation" if grade is None else "infra_failure")
+def _score(outcome: EpisodeOutcome, cfg: RewardConfig, max_gen_tokens: int) -> dict:
+    rollout = outcome.rollout
+    row = {"episode_id": outcome.episode_id, "instance_id": outcome.instance_id,
+           "guided": outcome.guided, "advantage": None, "kept": False,
+           "drop_reason": outcome.drop_reason}
+    if outcome.is_sample:
+        row.update(reward(outcome.resolved, int(rollout["turns"]), int(rollout["gen_tokens"]),
+                          int(rollout["format_errors"]), cfg, max_gen_tokens,
+                          tampered=outcome.tampered).as_row())
     else:
-        row.update(parts.as_row())
+        row.update(reward_resolved=None, reward_turns=None, reward_overlong=None,
+                   reward_format=None, reward=None)
     return row
 
 
@@ -71,3 +70,12 @@ def drop_counts(rows: list[dict]) -> dict[str, int]:
         if row["drop_reason"]:
             counts[row["drop_reason"]] += 1
     return dict(counts)
+
+
+def expert_reward_rows(rollout_rows: list[dict]) -> list[dict]:
+    """REWARDS rows for the expert warm-up's episodes: every one resolved (the expert keeps only
+    those), reward 1, advantage 0 (RFT/SFT ignores it) and kept."""
+    return [{"episode_id": r["episode_id"], "instance_id": r["instance_id"], "guided": r["guided"],
+             "reward_resolved": 1.0, "reward_turns": 0.0, "reward_overlong": 0.0,
+             "reward_format": 0.0, "reward": 1.0, "advantage": 0.0, "kept": True,
+             "drop_reason": ""} for r in rollout_rows]

@@ -19,15 +19,17 @@ from __future__ import annotations
 import logging
 import random
 from dataclasses import dataclass
+from typing import get_args
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from swe_rlvr.config import VerifierConfig
+from swe_rlvr.artifacts import outcomes
+from swe_rlvr.config import Objective, VerifierConfig
 
 log = logging.getLogger(__name__)
-OBJECTIVES = ("pointwise", "pairwise")
+OBJECTIVES = get_args(Objective)
 
 
 @dataclass(frozen=True)
@@ -44,20 +46,12 @@ def verifier_text(problem_statement: str, patch: str) -> str:
 
 def verifier_examples(rollouts: list[dict], validations: list[dict],
                       problems: dict[str, str]) -> list[VerifierExample]:
-    """ROLLOUTS rows (guided ones included) + their VALIDATIONS -> examples, in rollout order.
-
-    An episode with no grade or an infrastructure failure is no sample, as in the reward stage.
-    """
-    grades = {v["episode_id"]: v for v in validations}
-    out = []
-    for r in rollouts:
-        g = grades.get(r["episode_id"])
-        if g is None or g["infra_failure"]:
-            continue
-        out.append(VerifierExample(r["instance_id"], r["episode_id"],
-                                   verifier_text(problems[r["instance_id"]], r["patch"] or ""),
-                                   1.0 if g["resolved"] else 0.0))
-    return out
+    """ROLLOUTS rows (guided ones included) + their VALIDATIONS -> examples of the samples
+    (`swe_rlvr.artifacts.EpisodeOutcome.is_sample`, as in the reward stage), in rollout order."""
+    return [VerifierExample(o.instance_id, o.episode_id,
+                            verifier_text(problems[o.instance_id], o.rollout["patch"] or ""),
+                            1.0 if o.resolved else 0.0)
+            for o in outcomes(rollouts, validations) if o.is_sample]
 
 
 def pointwise_loss(scores: torch.Tensor, labels: torch.Tensor, pos_weight: float = 1.0):
