@@ -2,9 +2,11 @@
 
 `algorithm.name` picks the `trainer.loops` function: dapo/grpo train on the kept episodes with
 their advantages, rft on the resolved ones, dpo on Agent-RLVR's (guided success, unguided
-failure) pairs. The trainer works in `iter_<k>/update_work/` (its step checkpoints let a killed
-update resume there); the final checkpoint is then moved to `iter_<k>/checkpoint/` and sealed with
-a `_SUCCESS` marker holding its content hash, so a half-written checkpoint is never taken for done.
+failure) pairs. `trainer.launch.train` runs it here, or on `trainer.num_gpus` GPUs
+(`trainer.processes` CPU processes) under torchrun. The trainer works in `iter_<k>/update_work/`
+(its step checkpoints let a killed update resume there); the final checkpoint is then moved to
+`iter_<k>/checkpoint/` and sealed with a `_SUCCESS` marker holding its content hash, so a
+half-written checkpoint is never taken for done.
 With nothing to learn from (every group dropped), policy k+1 is policy k, copied unchanged.
 """
 
@@ -17,8 +19,8 @@ from tasks import store
 from tasks.reward import read_all
 from tasks.stage import artifact, finished, iter_dir, stage_task
 
-LOOPS = {"dapo": "run_dapo", "grpo": "run_dapo", "rft": "run_rft", "dpo": "run_dpo"}
-"""algorithm.name -> the `trainer.loops` function that runs it."""
+LOOPS = {"dapo": "dapo", "grpo": "dapo", "rft": "rft", "dpo": "dpo"}
+"""algorithm.name -> the `trainer.launch.LOOPS` loop that runs it."""
 
 
 @stage_task("update")
@@ -54,8 +56,8 @@ def update(run_dir: str, iteration: int, policy_dir: str, rollouts_path: list[st
 
 def _train(algorithm: str, policy_dir: str, rollouts: list[dict], rewards: list[dict],
            grades: list[dict], cfg: Config, work: Path) -> tuple[Path, list[dict]]:
-    from trainer import loops
     from trainer.episodes import episodes_from_rows
+    from trainer.launch import train
     episodes = episodes_from_rows(rollouts, rewards, kept_only=algorithm in ("dapo", "grpo"))
     if algorithm == "dpo":
         from swe_rlvr.artifacts import outcomes
@@ -63,7 +65,7 @@ def _train(algorithm: str, policy_dir: str, rollouts: list[dict], rewards: list[
         by_id = {e.episode_id: e for e in episodes}
         episodes = [(by_id[c], by_id[r]) for c, r in build_pairs(outcomes(rollouts, grades))
                     if c in by_id and r in by_id]
-    result = getattr(loops, LOOPS[algorithm])(Path(policy_dir), episodes, cfg, work)
+    result = train(LOOPS[algorithm], Path(policy_dir), episodes, cfg, work)
     return Path(result.checkpoint), result.metrics
 
 

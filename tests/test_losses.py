@@ -1,4 +1,5 @@
-"""Losses: hand-derived values and gradients, masks, and agreement with TRL's DAPO loss."""
+"""Losses: hand-derived values and gradients, masks, the three aggregations (`algorithm.loss_agg`)
+and agreement with TRL's GRPOTrainer loss types."""
 
 from __future__ import annotations
 
@@ -8,17 +9,85 @@ import pytest
 import torch
 
 from trainer.episodes import Episode
-from trainer.losses import dapo_loss, dpo_loss, grpo_loss, k3, mismatch_metrics, sft_loss
+from trainer.losses import (Normaliser, aggregate, dapo_loss, dpo_loss, k3, mismatch_metrics,
+                            policy_loss, sft_loss)
 
 
 def test_sft_loss_token_mean_over_global_count():
     logp = torch.tensor([-1.0, -2.0, -3.0, -4.0])
     mask = torch.tensor([0.0, 1.0, 1.0, 0.0])
-    loss, m = sft_loss(logp, mask, num_tokens=2)
+    loss, m = sft_loss(logp, mask, norm=Normaliser(num_tokens=2))
     assert loss.item() == pytest.approx(2.5)            # (2 + 3) / 2
-    loss4, _ = sft_loss(logp, mask, num_tokens=4)       # a micro-batch of a 4-token step
+    loss4, _ = sft_loss(logp, mask, norm=Normaliser(num_tokens=4))  # a micro-batch of a 4-token step
     assert loss4.item() == pytest.approx(1.25)          # (2 + 3) / 4
     assert m["nll"] == pytest.approx(2.5)
+
+
+# --------------------------------------------------------------------------- aggregation
+
+# Per-token losses of two sequences and a masked token:
+#   seq 0: [1, 2, 3], seq 1: [4, 6], then 100 with mask 0 (seq 1's observation)
+PER_TOKEN = [1.0, 2.0, 3.0, 4.0, 6.0, 100.0]
+MASK = torch.tensor([1.0, 1.0, 1.0, 1.0, 1.0, 0.0])
+SEQS = torch.tensor([0, 0, 0, 1, 1, 1])
+STEP = {"num_tokens": 5, "num_seqs": 2, "max_len": 4}
+
+
+@pytest.mark.parametrize("mode, value, grads", [
+    # token_mean (DAPO): (1 + 2 + 3 + 4 + 6) / 5 = 3.2; every action token weighs 1/5
+    ("token_mean", 3.2, [0.2] * 5 + [0.0]),
+    # seq_mean (GRPO): seq means 6/3 = 2 and 10/2 = 5, mean over 2 seqs = 3.5;
+    # weights 1/(3 * 2) on seq 0 and 1/(2 * 2) on seq 1
+    ("seq_mean", 3.5, [1 / 6] * 3 + [0.25] * 2 + [0.0]),
+    # seq_mean_token_sum_norm (Dr.GRPO): 16 / (2 seqs * max_len 4) = 2.0; every action token 1/8
+    ("seq_mean_token_sum_norm", 2.0, [0.125] * 5 + [0.0]),
+])
+def test_aggregate_hand_values_and_gradients(mode, value, grads):
+    x = torch.tensor(PER_TOKEN, requires_grad=True)
+    loss = aggregate(x, MASK, Normaliser(mode, **STEP), SEQS)
+    assert loss.item() == pytest.approx(value)
+    loss.backward()
+    assert x.grad.tolist() == pytest.approx(grads)
+
+
+@pytest.mark.parametrize("mode", ["token_mean", "seq_mean", "seq_mean_token_sum_norm"])
+def test_sft_and_policy_loss_take_the_aggregation(mode):
+    """SFT's per-token loss is -logp; the policy loss at ratio 1 is -A: both go through aggregate."""
+    want = aggregate(torch.tensor(PER_TOKEN), MASK, Normaliser(mode, **STEP), SEQS).item()
+    sft, _ = sft_loss(-torch.tensor(PER_TOKEN), MASK, norm=Normaliser(mode, **STEP), seq_ids=SEQS)
+    pg, _ = policy_loss(torch.zeros(6), torch.zeros(6), -torch.tensor(PER_TOKEN), MASK,
+                        norm=Normaliser(mode, **STEP), seq_ids=SEQS)
+    assert sft.item() == pytest.approx(want) and pg.item() == pytest.approx(want)
+
+
+@pytest.mark.parametrize("mode", ["token_mean", "seq_mean", "seq_mean_token_sum_norm"])
+def test_micro_batches_with_the_step_normaliser_give_the_one_pass_gradient(mode):
+    """Gradient accumulation: micro-batches divide by the whole step's counts, not their own."""
+    g = torch.Generator().manual_seed(0)
+    logp = (-torch.rand(9, generator=g)).requires_grad_(True)
+    old = logp.detach() + 0.2 * torch.randn(9, generator=g)
+    adv = torch.tensor([1.0] * 4 + [-0.5] * 3 + [2.0] * 2)        # 3 sequences: 4, 3, 2 tokens
+    mask = torch.tensor([0, 1, 1, 1, 0, 1, 1, 1, 1.0])
+    seqs = torch.tensor([0, 0, 0, 0, 1, 1, 1, 2, 2])
+    norm = Normaliser(mode, num_tokens=7, num_seqs=3, max_len=8)
+
+    def grad(parts, norm_of):
+        logp.grad = None
+        for p in parts:
+            loss, _ = policy_loss(logp[p], old[p], adv[p], mask[p], norm=norm_of(p), seq_ids=seqs[p])
+            loss.backward()
+        return logp.grad.clone()
+    whole = grad([slice(0, 9)], lambda p: norm)
+    split = grad([slice(0, 4), slice(4, 9)], lambda p: norm)       # seq 0 | seqs 1 and 2
+    assert torch.allclose(whole, split, atol=1e-7)
+    own = grad([slice(0, 4), slice(4, 9)], lambda p: Normaliser(   # each micro-batch's own counts
+        mode, num_tokens=int(mask[p].sum()), num_seqs=len(seqs[p].unique()), max_len=8))
+    assert not torch.allclose(whole, own, atol=1e-4)
+
+
+def test_unknown_aggregation_names_the_choices():
+    with pytest.raises(ValueError, match="token_mean, seq_mean, seq_mean_token_sum_norm"):
+        Normaliser("sequence_mean")
 
 
 def _ratios(*r):
@@ -69,8 +138,8 @@ def test_dapo_optional_k3_kl():
 def test_grpo_loss_is_sequence_mean():
     logp = torch.zeros(3)                               # ratio 1 everywhere
     adv = torch.tensor([1.0, 1.0, -2.0])
-    loss, _ = grpo_loss(logp, torch.zeros(3), adv, torch.ones(3), seq_ids=torch.tensor([0, 0, 1]),
-                        num_seqs=2)
+    loss, _ = policy_loss(logp, torch.zeros(3), adv, torch.ones(3), seq_ids=torch.tensor([0, 0, 1]),
+                          norm=Normaliser("seq_mean", num_seqs=2), clip_high=0.2)
     # per token -A = [-1, -1, 2]; seq 0 mean -1, seq 1 mean 2; mean over 2 seqs = 0.5
     assert loss.item() == pytest.approx(0.5)
 
@@ -92,6 +161,51 @@ def test_mismatch_metrics_and_k3():
 
 
 # --------------------------------------------------------------------------- agreement with TRL
+
+# TRL's GRPOTrainer._compute_loss, trl 1.16.0 (trl/trainer/grpo_trainer.py), after the per-token
+# loss, transcribed for one process and no gradient accumulation (B sequences x T tokens):
+#   "grpo":    ((per_token_loss * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
+#   "bnpo":    (per_token_loss * mask).sum() / mask.sum().clamp(min=1.0)
+#   "dr_grpo": (per_token_loss * mask).sum() / (per_token_loss.size(0) * self.max_completion_length)
+#   "dapo":    (per_token_loss * mask).sum() / num_items_in_batch      (action tokens of the
+#              generation batch, over every process and accumulation step)
+TRL_LOSS_TYPES = {
+    "grpo": lambda x, m, max_len: ((x * m).sum(-1) / m.sum(-1).clamp(min=1.0)).mean(),
+    "bnpo": lambda x, m, max_len: (x * m).sum() / m.sum().clamp(min=1.0),
+    "dr_grpo": lambda x, m, max_len: (x * m).sum() / (x.size(0) * max_len),
+    "dapo": lambda x, m, max_len: (x * m).sum() / m.sum(),
+}
+OUR_AGGREGATION = {"grpo": "seq_mean", "bnpo": "token_mean", "dr_grpo": "seq_mean_token_sum_norm",
+                   "dapo": "token_mean"}
+
+
+def _padded_step(seed: int = 0):
+    """(B, T) = (3, 5) log-probs, old log-probs around them, a ragged mask, one advantage a row."""
+    g = torch.Generator().manual_seed(seed)
+    logp = (-torch.rand(3, 5, generator=g) * 3).requires_grad_(True)
+    old = logp.detach() + 0.4 * torch.randn(3, 5, generator=g)      # ratios spread over the clips
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0], [1, 1, 1, 0, 0]], dtype=torch.float32)
+    return logp, old, mask, torch.tensor([[0.7], [-1.3], [0.4]])
+
+
+def _our_norm(loss_type: str, mask: torch.Tensor, max_len: int) -> Normaliser:
+    return Normaliser(OUR_AGGREGATION[loss_type], num_tokens=int(mask.sum()),
+                      num_seqs=mask.shape[0], max_len=max_len)
+
+
+@pytest.mark.parametrize("loss_type", list(TRL_LOSS_TYPES))
+def test_aggregations_equal_trl_loss_type_formulas(loss_type):
+    logp, old, mask, adv = _padded_step()
+    ratio = torch.exp(logp - old)
+    per_token = -torch.min(ratio * adv, torch.clamp(ratio, 0.8, 1.28) * adv)   # TRL, two-sided off
+    theirs = TRL_LOSS_TYPES[loss_type](per_token, mask, 8)
+    (g_theirs,) = torch.autograd.grad(theirs, logp)
+    ours, _ = policy_loss(logp, old, adv, mask, norm=_our_norm(loss_type, mask, 8),
+                          seq_ids=torch.arange(3)[:, None], clip_low=0.2, clip_high=0.28)
+    (g_ours,) = torch.autograd.grad(ours, logp)
+    assert ours.item() == pytest.approx(theirs.item(), abs=1e-7)
+    assert torch.allclose(g_ours, g_theirs, atol=1e-7)
+
 
 
 @pytest.fixture(scope="module")
@@ -120,21 +234,25 @@ def _trl_inputs(completion_mask, advantages, old):
             "old_per_token_logps": old, "num_items_in_batch": completion_mask.sum()}
 
 
-def test_dapo_loss_agrees_with_trl_on_fixed_logprobs(trl_trainer):
-    """TRL's _compute_loss with its log-prob step replaced by fixed values vs dapo_loss."""
+@pytest.mark.parametrize("loss_type", list(TRL_LOSS_TYPES))
+def test_losses_agree_with_trl_on_fixed_logprobs(trl_trainer, loss_type):
+    """TRL's own _compute_loss, its log-prob step replaced by fixed values, vs policy_loss."""
     g = torch.Generator().manual_seed(0)
     logp = (-torch.rand(2, 4, generator=g) * 3).requires_grad_(True)
     old = (logp.detach() + 0.4 * torch.randn(2, 4, generator=g))    # ratios spread over the clips
     mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]])
     adv = torch.tensor([0.7, -1.3])
     trl_trainer._get_per_token_logps_and_entropies = lambda *a, **k: (logp, torch.zeros_like(logp), None)
+    trl_trainer.loss_type = loss_type
     try:
         theirs = trl_trainer._compute_loss(trl_trainer.model, _trl_inputs(mask, adv, old))
     finally:
         del trl_trainer._get_per_token_logps_and_entropies
+        trl_trainer.loss_type = "dapo"
     (g_theirs,) = torch.autograd.grad(theirs, logp)
-    ours, _ = dapo_loss(logp, old, adv[:, None], mask, num_tokens=int(mask.sum()),
-                        clip_low=0.2, clip_high=0.28)
+    norm = _our_norm(loss_type, mask, trl_trainer.max_completion_length)
+    ours, _ = policy_loss(logp, old, adv[:, None], mask, norm=norm, seq_ids=torch.arange(2)[:, None],
+                          clip_low=0.2, clip_high=0.28)
     (g_ours,) = torch.autograd.grad(ours, logp)
     assert abs(ours.item() - theirs.item()) < 1e-6
     assert (g_ours - g_theirs).abs().max().item() < 1e-6

@@ -151,9 +151,12 @@ def test_episodes_from_rows_joins_and_filters():
 
 
 def test_unknown_engine_error_names_the_choices(tiny_model_dir, tmp_path):
+    """The config refuses the name first; the trainer's registry refuses it too."""
     from trainer.loops import run_rft
+    cfg = _cfg()
+    cfg = dataclasses.replace(cfg, trainer=dataclasses.replace(cfg.trainer, engine="jax"))
     with pytest.raises(ValueError, match="choose one of: torch, deepspeed"):
-        run_rft(tiny_model_dir, [_episode(GOOD, resolved=True)], _cfg(engine="jax"), tmp_path)
+        run_rft(tiny_model_dir, [_episode(GOOD, resolved=True)], cfg, tmp_path)
 
 
 def test_gradient_checkpointing_gives_the_same_gradients(tiny_model_dir):
@@ -180,3 +183,92 @@ def test_dapo_with_k3_kl_runs_and_starts_at_zero_kl(tiny_model_dir, tmp_path):
     # -(sum of A over 12 action tokens)/12 = -(6 - 6)/12 = 0
     assert result.metrics[0]["loss"] == pytest.approx(0.0, abs=1e-7)
     assert (tmp_path / "ref_logprobs.pt").is_file()
+
+
+# --------------------------------------------------------------------------- pinned numbers
+
+PIN_EPISODES = [(GOOD, 1.0, True, "a"), (BAD + (706, 707), -1.0, False, "a"),
+                (GOOD[:3], 0.5, True, "b"), (BAD[:5], -0.5, False, "b")] * 2
+PINNED = {  # the loops' losses, grad norms and sum |w| of the result, before the MicroBatch rewrite
+    "rft": ([7.506291389465332], [9.580456733703613], 9524.82979097751),
+    "dapo": ([-0.3181818276643753, 0.48344823718070984], [5.5723042488098145, 3.0273311138153076],
+             9535.965635451004),
+    "grpo": ([-0.24999991059303284, 0.12826117873191833], [5.302529811859131, 2.0436434745788574],
+             9535.722709169235),
+    "dpo": ([7.506291389465332, 0.6931471824645996, 0.4955211579799652],
+            [9.580456733703613, 2.8474984169006348, 2.0832812786102295], 9555.21733896435),
+}
+
+
+def _pin_cfg(name: str, **trainer) -> Config:
+    base = {"device": "cpu", "rft_lr": 1e-3, "lr": 1e-3, "pack_tokens": 40, "sft_batch_size": 4}
+    agg = ["algorithm.loss_agg=seq_mean"] if name == "grpo" else []
+    return load_config(overrides=[f"trainer.{k}={v}" for k, v in {**base, **trainer}.items()]
+                       + [f"algorithm.name={name}"] + agg)
+
+
+@pytest.mark.parametrize("loop", list(PINNED))
+def test_loops_reproduce_their_pinned_numbers(tiny_model_dir, tmp_path, loop):
+    """Two instances, prompts shared, rows of <= 40 tokens: several micro-batches a step."""
+    from safetensors.torch import load_file
+
+    from trainer import loops
+    eps = [Episode(PROMPT + act, (0,) * len(PROMPT) + (1,) * len(act),
+                   (-0.5,) * (len(PROMPT) + len(act)), advantage=adv, resolved=ok, instance_id=i)
+           for act, adv, ok, i in PIN_EPISODES]
+    if loop == "rft":
+        result = loops.run_rft(tiny_model_dir, eps, _pin_cfg("dapo"), tmp_path)
+    elif loop == "dpo":
+        pairs = [(eps[0], eps[1]), (eps[2], eps[3])] * 2
+        result = loops.run_dpo(tiny_model_dir, pairs, _pin_cfg("dpo", dpo_batch_pairs=2), tmp_path)
+    else:
+        result = loops.run_dapo(tiny_model_dir, eps, _pin_cfg(loop, minibatches=2), tmp_path)
+    losses, norms, total = PINNED[loop]
+    assert [r["loss"] for r in result.metrics] == pytest.approx(losses, rel=1e-5, abs=1e-6)
+    assert [r["grad_norm"] for r in result.metrics] == pytest.approx(norms, rel=1e-5)
+    weights = load_file(result.checkpoint / "model.safetensors")
+    assert sum(float(w.double().abs().sum()) for w in weights.values()) == pytest.approx(total, rel=1e-7)
+
+
+# --------------------------------------------------------------------------- loss aggregation
+
+
+@pytest.mark.parametrize("loss_agg", ["token_mean", "seq_mean", "seq_mean_token_sum_norm"])
+def test_a_step_in_several_rows_has_the_one_row_gradient(tiny_model_dir, loss_agg):
+    """Gradient accumulation over packed rows divides by the whole step's count, not each row's:
+    the loop's own pieces (normalisers, micro-batches, step loss, engine) on 4 rows or 1."""
+    import functools
+
+    from trainer.engine_torch import TorchEngine
+    from trainer.loops import micro_batches, prepare, step_normalisers
+    from trainer.microbatch import policy_step_loss
+    eps = prepare([_episode(GOOD, adv=1.0), _episode(BAD, adv=-1.0), _episode(GOOD[:2], adv=0.5),
+                   _episode(BAD[:4], adv=-0.5)], "strip")
+    grads = []
+    for budget in (24, 256):                        # 4 rows of one episode, or all 4 in one row
+        cfg = _cfg(pack_tokens=budget, share_prefix=False)
+        cfg = dataclasses.replace(cfg, algorithm=dataclasses.replace(
+            cfg.algorithm, name="dapo" if loss_agg == "token_mean" else "grpo", loss_agg=loss_agg),
+            agent=dataclasses.replace(cfg.agent, context_tokens=32))   # Dr.GRPO's constant
+        rows = [pack(eps, budget, share_prefix=False)]
+        assert len(rows[0]) == (4 if budget == 24 else 1)
+        engine = TorchEngine(tiny_model_dir, cfg.trainer, lr=1e-3, total_steps=1)
+        norms = step_normalisers(cfg, rows, [[0, 1, 2, 3]])
+        (step,) = micro_batches(rows, [list(range(len(rows[0])))], norms)
+        loss_fn = functools.partial(policy_step_loss, clip_low=0.2, clip_high=0.28)
+        for mb in step:
+            logp, _ = engine.logprobs(mb.row)
+            old = logp.detach() - 0.1 * mb.mask       # ratio e^0.1 on actions: inside the clip
+            loss, _ = loss_fn(dataclasses.replace(mb, old_logprobs=old), logp)
+            engine.backward(loss)
+        grads.append({n: p.grad.clone() for n, p in engine.model.named_parameters()})
+    for name, g in grads[1].items():
+        assert torch.allclose(grads[0][name], g, atol=1e-7, rtol=1e-4), name
+
+
+def test_grpo_with_a_token_mean_is_refused_with_the_fix(tiny_model_dir, tmp_path):
+    from trainer.loops import run_dapo
+    cfg = _cfg()
+    cfg = dataclasses.replace(cfg, algorithm=dataclasses.replace(cfg.algorithm, name="grpo"))
+    with pytest.raises(ValueError, match="algorithm.loss_agg=seq_mean"):
+        run_dapo(tiny_model_dir, [_episode(GOOD, adv=1.0)], cfg, tmp_path)

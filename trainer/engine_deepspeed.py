@@ -5,12 +5,14 @@ Gradient accumulation is caller-owned (`managed_gradient_accumulation: false`): 
 accumulates, `step` reduces, clips and updates. Losses arrive already normalised by the step's
 global token count, so `backward` does not rescale by the accumulation steps; under data
 parallelism each rank takes rows `rank::world` and its loss is multiplied by the world size,
-which DeepSpeed's gradient averaging divides back out.
+which DeepSpeed's gradient averaging divides back out. Under ZeRO-3 every forward gathers the
+weights collectively, and ZeRO's reductions expect every rank's gradients, so `shard` pads a rank
+with fewer rows with filler micro-batches (loss times 0) to run as many as the others.
 
 One rank without a launcher: `torch.distributed` is initialised here (gloo on CPU, nccl on GPU)
 on a free local port. On CPU set `DS_ACCELERATOR=cpu`; DeepSpeed then JIT-compiles its C++ ops on
 first use (minutes; cache `TORCH_EXTENSIONS_DIR` between runs). Many GPUs: `trainer.launch` runs
-the loops under the `deepspeed` launcher. Checkpoints: HF weights gathered to rank 0 (ZeRO-3
+the loops under `torchrun`, one rank per GPU. Checkpoints: HF weights gathered to rank 0 (ZeRO-3
 consolidates them), plus DeepSpeed's own sharded optimiser state under `deepspeed/` for resume.
 """
 
@@ -26,7 +28,8 @@ import torch
 
 from swe_rlvr.config import TrainerConfig
 from trainer.checkpoint import TRAIN_STATE, copy_tokenizer
-from trainer.engine_torch import compile_enabled, load_model, lr_lambda, pick_device, set_threads
+from trainer.engine_torch import (compile_enabled, join_process_group, load_model, lr_lambda,
+                                  pick_device, set_threads, shard, sum_over_ranks)
 from trainer.forward import packed_logprobs
 from trainer.packing import PackedBatch
 
@@ -73,23 +76,38 @@ class DeepSpeedEngine:
         if device.type == "cpu" and os.environ.get("DS_ACCELERATOR") != "cpu":
             raise RuntimeError("DeepSpeed on CPU needs DS_ACCELERATOR=cpu in the environment "
                                "before Python starts; export it or use trainer.engine: torch.")
-        init_single_rank(device)
+        join_process_group(device)                         # several ranks under a launcher
+        init_single_rank(device)                           # or one without
+        if device.type == "cuda":
+            device = torch.device("cuda", torch.cuda.current_device())
+        self.device = device
         model = load_model(Path(model_dir), device, cfg.grad_checkpointing,
                            compile_enabled(cfg.compile, device))
+        config = ds_config(cfg, device.type == "cuda")
+        self.zero_stage = config.get("zero_optimization", {}).get("stage", 0)
         optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=cfg.weight_decay)
         scheduler = torch.optim.lr_scheduler.LambdaLR(
             optimizer, lr_lambda(schedule, cfg.warmup_steps, total_steps))
         self.model, self.optimizer, _, self.scheduler = deepspeed.initialize(
             model=model, optimizer=optimizer, lr_scheduler=scheduler,
-            config=ds_config(cfg, device.type == "cuda"))
+            config=config)
         self.rank = torch.distributed.get_rank()
         self.world = torch.distributed.get_world_size()
 
-    def shard(self, n: int) -> range:
-        """This rank's packed rows of a step with n rows."""
-        return range(self.rank, n, self.world)
+    def shard(self, n: int) -> list[int | None]:
+        """This rank's packed rows of a step with n rows (None: a filler micro-batch)."""
+        return shard(n, self.rank, self.world, lockstep=True)
+
+    def reduce(self, values: list[float]) -> list[float]:
+        """Element-wise sums of `values` over the ranks (metrics)."""
+        return sum_over_ranks(values, self.world, self.device)
 
     def logprobs(self, batch: PackedBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """The module's forward, with the bookkeeping DeepSpeed's own `forward` does first: ZeRO-3
+        counts micro-steps there, and a backward at micro-step 0 overwrites the accumulated
+        gradient partitions instead of adding to them."""
+        if hasattr(self.optimizer, "clear_backward_seen_flag"):
+            self.optimizer.clear_backward_seen_flag()
         return packed_logprobs(self.model.module, batch)
 
     def backward(self, loss: torch.Tensor) -> None:
@@ -104,7 +122,7 @@ class DeepSpeedEngine:
         return float(self.scheduler.get_last_lr()[0])
 
     def _full_state_dict(self) -> dict:
-        if self.cfg.zero_stage == 3:
+        if self.zero_stage == 3:
             return self.model._zero3_consolidated_16bit_state_dict()   # collective; rank 0 gets it
         return {k: v.detach().cpu() for k, v in self.model.module.state_dict().items()}
 

@@ -1,10 +1,17 @@
-"""Plain-torch engine: one process, CPU or one GPU.
+"""Plain-torch engine: CPU or GPU, one process or several under `torchrun` (data parallel).
 
 fp32 master weights; on GPU the forward runs under bf16 autocast. AdamW over all parameters
 (Nebius: weight decay 0.1; torch's fused kernel where the device has one), a linear warm-up then
 cosine or constant LR, gradient-norm clipping, optional gradient checkpointing, and optional
 compiled decoder layers (`trainer.compile`). Gradient accumulation is the caller's: call `backward` once per
-packed micro-batch (losses already normalised by the step's token count), then `step` once.
+packed micro-batch (losses already normalised by the step's global counts), then `step` once.
+
+Data parallel (`trainer.launch` starts `torchrun`, which sets RANK/WORLD_SIZE): every rank holds
+the whole model and optimiser, runs the rows `shard` gives it, and `step` *sums* the gradients
+over the ranks (one all-reduce per flat bucket) before clipping. Because every micro-batch loss is
+already divided by the whole step's count, that sum is the one-process gradient, up to fp32
+summation order; the ranks then take identical optimiser steps. Rank 0 writes checkpoints. Not
+DDP: its reducer fires inside backward, and a rank may hold fewer packed rows than another.
 """
 
 from __future__ import annotations
@@ -23,9 +30,60 @@ from trainer.packing import PackedBatch
 
 
 def set_threads(cfg: TrainerConfig, device: torch.device) -> None:
-    """The trainer's CPU threads (trainer.torch_threads, 0: every core this process may use)."""
+    """The trainer's CPU threads (trainer.torch_threads, 0: this process's share of the cores it
+    may use, split between the ranks on this machine)."""
     if device.type == "cpu":
-        torch.set_num_threads(cfg.torch_threads or len(os.sched_getaffinity(0)))
+        ranks = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        torch.set_num_threads(cfg.torch_threads or max(1, len(os.sched_getaffinity(0)) // ranks))
+
+
+def join_process_group(device: torch.device) -> None:
+    """Initialise torch.distributed from a launcher's environment (several ranks only): nccl on
+    GPU, bound to this rank's GPU (LOCAL_RANK), gloo on CPU."""
+    if torch.distributed.is_initialized() or int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return
+    if device.type == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    torch.distributed.init_process_group("nccl" if device.type == "cuda" else "gloo")
+
+
+def rank_and_world() -> tuple[int, int]:
+    """(this rank, the number of ranks): (0, 1) without a process group."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
+
+
+def shard(n: int, rank: int, world: int, lockstep: bool = False) -> list[int | None]:
+    """Rows rank, rank + world, ... of a step's n packed rows. With `lockstep` every rank gets
+    ceil(n / world) entries, None standing for a filler micro-batch (loss times 0), for engines
+    whose forward or backward is a collective (ZeRO-3 gathers the weights)."""
+    own: list[int | None] = list(range(rank, n, world))
+    return own + [None] * (-(-n // world) - len(own)) if lockstep else own
+
+
+def all_reduce_grads(params, device: torch.device, bucket: int = 1 << 25) -> None:
+    """Sum the gradients over the ranks in flat buckets of <= `bucket` elements. A parameter no
+    rank has a gradient for stays without one (as in one process); a rank that ran no row for
+    it contributes zeros."""
+    params = [p for p in params if p.requires_grad]
+    has = torch.tensor([p.grad is not None for p in params], dtype=torch.int32, device=device)
+    torch.distributed.all_reduce(has)                                 # (P,) ranks with a grad
+    params = [p for p, n in zip(params, has.tolist()) if n]
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    start = 0
+    while start < len(params):
+        end, size = start + 1, params[start].numel()
+        while end < len(params) and size + params[end].numel() <= bucket:
+            size, end = size + params[end].numel(), end + 1
+        group = params[start:end]
+        flat = torch.cat([p.grad.reshape(-1) for p in group])          # (size,)
+        torch.distributed.all_reduce(flat)
+        for p, g in zip(group, flat.split([p.numel() for p in group])):
+            p.grad.copy_(g.view_as(p.grad))
+        start = end
 
 
 def pick_device(name: str) -> torch.device:
@@ -83,6 +141,15 @@ def lr_lambda(schedule: str, warmup: int, total: int):
     return factor
 
 
+def sum_over_ranks(values: list[float], world: int, device: torch.device) -> list[float]:
+    """Element-wise sums of `values` over the `world` ranks of the process group."""
+    if world == 1:
+        return values
+    total = torch.tensor(values, dtype=torch.float64, device=device)
+    torch.distributed.all_reduce(total)
+    return total.tolist()
+
+
 class TorchEngine:
     """Model + optimiser + scheduler on one device."""
 
@@ -90,6 +157,10 @@ class TorchEngine:
                  schedule: str = "constant") -> None:
         self.cfg = cfg
         self.device = pick_device(cfg.device)
+        join_process_group(self.device)
+        self.rank, self.world = rank_and_world()
+        if self.device.type == "cuda":
+            self.device = torch.device("cuda", torch.cuda.current_device())
         set_threads(cfg, self.device)
         self.model = load_model(Path(model_dir), self.device, cfg.grad_checkpointing,
                                 compile_enabled(cfg.compile, self.device))
@@ -102,9 +173,13 @@ class TorchEngine:
             return torch.autocast("cuda", dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
-    def shard(self, n: int) -> range:
-        """Indices of a step's n packed rows that this process runs (all of them)."""
-        return range(n)
+    def shard(self, n: int) -> list[int | None]:
+        """Indices of a step's n packed rows that this rank runs."""
+        return shard(n, self.rank, self.world)
+
+    def reduce(self, values: list[float]) -> list[float]:
+        """Element-wise sums of `values` over the ranks (metrics)."""
+        return sum_over_ranks(values, self.world, self.device)
 
     def logprobs(self, batch: PackedBatch) -> tuple[torch.Tensor, torch.Tensor]:
         with self.autocast():
@@ -114,7 +189,10 @@ class TorchEngine:
         loss.backward()
 
     def step(self) -> float:
-        """Clip, step optimiser and scheduler, zero grads; returns the pre-clip grad norm."""
+        """Sum grads over the ranks, clip, step optimiser and scheduler, zero grads; returns the
+        pre-clip grad norm."""
+        if self.world > 1:
+            all_reduce_grads(self.model.parameters(), self.device)
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
         self.optimizer.step()
         self.scheduler.step()
@@ -129,7 +207,11 @@ class TorchEngine:
         if train_state is not None:
             state = {**train_state, "optimizer": self.optimizer.state_dict(),
                      "scheduler": self.scheduler.state_dict()}
-        return save_checkpoint(dst, self.model, tokenizer_src=tokenizer_src, train_state=state)
+        if self.rank == 0:                                 # the ranks hold identical copies
+            save_checkpoint(dst, self.model, tokenizer_src=tokenizer_src, train_state=state)
+        if self.world > 1:
+            torch.distributed.barrier()
+        return Path(dst)
 
     def load_state(self, ckpt: Path) -> dict:
         """Load optimiser and scheduler state saved with the weights in `ckpt`; returns the rest."""

@@ -4,13 +4,24 @@ Tensors are per token and aligned: `logprobs[t] = log pi(token_t | tokens_<t)` a
 only on action tokens (the model's own, well-formed turns). Any shape works, e.g. (T,) for a
 packed sequence or (B, T) for a padded batch; sums run over every element.
 
+Aggregation (`algorithm.loss_agg`, one function: `aggregate`). Every token-level loss (the policy
+gradient and SFT/RFT) sums its masked per-token losses and divides by a `Normaliser` that holds
+the *whole optimiser step's* counts, over every micro-batch and every rank, so accumulating the
+micro-batch losses gives the batch loss exactly:
+- `token_mean` (DAPO 2503.14476, the default): sum over all action tokens / `num_tokens`;
+- `seq_mean` (GRPO, DeepSeekMath 2402.03300): each sequence's token mean, then a mean over the
+  step's `num_seqs` sequences (a sequence never spans two packed rows, so its length is local);
+- `seq_mean_token_sum_norm` (Dr.GRPO 2503.20783): sum / (`num_seqs` x `max_len`), a constant
+  length (the episode's token budget, `agent.context_tokens`) in place of each sequence's own.
+These are TRL GRPOTrainer's loss_type "dapo"/"bnpo", "grpo" and "dr_grpo" (tests/test_losses.py).
+DPO does not take it: its pair loss needs sequence log-probs that are *sums* over action tokens
+(a length-normalised one is another objective), and it is averaged over the step's pairs.
+
 Implemented:
-- SFT/RFT: masked token cross-entropy, normalised by `num_tokens` (the action-token count of the
-  whole optimiser step, so gradient accumulation over micro-batches gives the batch mean).
-- DAPO (2503.14476): PPO ratio against old log-probs, asymmetric clip `[1 - clip_low,
-  1 + clip_high]`, token-level mean over all action tokens in the batch (`num_tokens`), no KL by
-  default, optional k3 KL to a reference policy (`kl_coef`).
-- GRPO: the same clipped objective averaged per sequence, then over sequences (`seq_ids`).
+- SFT/RFT: masked token cross-entropy, aggregated as above.
+- DAPO: PPO ratio against old log-probs, asymmetric clip `[1 - clip_low, 1 + clip_high]`, no KL
+  by default, optional k3 KL to a reference policy (`kl_coef`); GRPO and Dr.GRPO are the same
+  clipped objective under their aggregations.
 - DPO (Rafailov et al.) on (chosen, rejected) trajectory pairs, sequence log-prob = sum of masked
   token log-probs, with reference log-probs.
 Metrics: clip fractions (low: ratio < 1 - clip_low with A < 0; high: ratio > 1 + clip_high with
@@ -23,20 +34,62 @@ of the sampler mismatch (TIS): the mismatch is only measured, not corrected.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import get_args
+
 import torch
 
+from swe_rlvr.config import LossAgg
+
 Metrics = dict[str, float]
+LOSS_AGGREGATIONS = get_args(LossAgg)
 
 
-def _total(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Sum of x over masked elements."""
-    return (x * mask).sum()                                        # ()
+@dataclass(frozen=True)
+class Normaliser:
+    """What a micro-batch's summed loss is divided by: the aggregation and the step's counts."""
+
+    mode: str = "token_mean"
+    """One of LOSS_AGGREGATIONS (`algorithm.loss_agg`)."""
+    num_tokens: int = 1
+    """Action tokens of the whole step (token_mean)."""
+    num_seqs: int = 1
+    """Sequences of the whole step (seq_mean, seq_mean_token_sum_norm)."""
+    max_len: int = 1
+    """Dr.GRPO's constant length (seq_mean_token_sum_norm)."""
+
+    def __post_init__(self) -> None:
+        if self.mode not in LOSS_AGGREGATIONS:
+            raise ValueError(f"Unknown algorithm.loss_agg {self.mode!r}; choose one of: "
+                             f"{', '.join(LOSS_AGGREGATIONS)}.")
+
+
+def aggregate(per_token: torch.Tensor, mask: torch.Tensor, norm: Normaliser,
+              seq_ids: torch.Tensor | None = None) -> torch.Tensor:
+    """This micro-batch's share of the step loss: masked per-token losses summed, normalised.
+
+    `seq_ids[t]` (any integer ids, same shape as `mask`) names token t's sequence; only
+    `seq_mean` needs it.
+    """
+    if norm.mode == "token_mean":
+        return (per_token * mask).sum() / max(norm.num_tokens, 1)  # ()
+    if norm.mode == "seq_mean_token_sum_norm":
+        return (per_token * mask).sum() / (max(norm.num_seqs, 1) * norm.max_len)  # ()
+    if seq_ids is None:
+        raise ValueError("loss_agg seq_mean needs seq_ids (each token's sequence index).")
+    ids = torch.broadcast_to(seq_ids, mask.shape).reshape(-1)      # (N,)
+    flat_mask = mask.reshape(-1)                                   # (N,)
+    counts = torch.zeros(int(ids.max()) + 1, dtype=mask.dtype, device=mask.device)
+    counts = counts.index_add_(0, ids, flat_mask)                  # (S,) action tokens per sequence
+    weight = flat_mask / counts[ids].clamp(min=1.0)                # (N,) 1/len(seq) on actions
+    per_token = torch.broadcast_to(per_token, mask.shape)          # (...)
+    return (per_token.reshape(-1) * weight).sum() / max(norm.num_seqs, 1)  # ()
 
 
 def _mean(x: torch.Tensor, mask: torch.Tensor) -> float:
     """Masked mean as a float (for metrics; 0.0 on an empty mask)."""
     count = mask.sum()
-    return float(_total(x.detach(), mask) / count) if count > 0 else 0.0
+    return float((x.detach() * mask).sum() / count) if count > 0 else 0.0
 
 
 def k3(logp: torch.Tensor, logq: torch.Tensor) -> torch.Tensor:
@@ -54,10 +107,11 @@ def mismatch_metrics(trainer_logprobs: torch.Tensor, sampler_logprobs: torch.Ten
             "sampler_k3": _mean(k3(sampler_logprobs, t), mask)}
 
 
-def sft_loss(logprobs: torch.Tensor, mask: torch.Tensor, *, num_tokens: int) -> tuple[torch.Tensor, Metrics]:
-    """Masked token cross-entropy, summed here and divided by the step's `num_tokens`."""
+def sft_loss(logprobs: torch.Tensor, mask: torch.Tensor, *, norm: Normaliser,
+             seq_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, Metrics]:
+    """Masked token cross-entropy, aggregated by `norm` over the whole step."""
     mask = mask.to(logprobs.dtype)                                 # (...)
-    loss = -_total(logprobs, mask) / max(num_tokens, 1)            # ()
+    loss = aggregate(-logprobs, mask, norm, seq_ids)               # ()
     return loss, {"nll": -_mean(logprobs, mask)}
 
 
@@ -76,11 +130,15 @@ def _policy_metrics(ratio, advantages, logprobs, old_logprobs, mask, clip_low, c
             "approx_kl": _mean(k3(old_logprobs, logprobs.detach()), mask)}
 
 
-def dapo_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
-              mask: torch.Tensor, *, num_tokens: int, clip_low: float = 0.2,
-              clip_high: float = 0.28, ref_logprobs: torch.Tensor | None = None,
-              kl_coef: float = 0.0) -> tuple[torch.Tensor, Metrics]:
-    """DAPO token-mean clipped loss; `advantages` broadcasts per token (e.g. (B, 1) or (T,))."""
+def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
+                mask: torch.Tensor, *, norm: Normaliser, seq_ids: torch.Tensor | None = None,
+                clip_low: float = 0.2, clip_high: float = 0.28,
+                ref_logprobs: torch.Tensor | None = None,
+                kl_coef: float = 0.0) -> tuple[torch.Tensor, Metrics]:
+    """Clipped policy-gradient loss (DAPO, GRPO or Dr.GRPO by `norm.mode`).
+
+    `advantages` broadcasts per token (e.g. (B, 1) or (T,)).
+    """
     mask = mask.to(logprobs.dtype)                                 # (...)
     per_token, ratio = _clipped_surrogate(logprobs, old_logprobs, advantages, clip_low, clip_high)
     if kl_coef:
@@ -88,28 +146,19 @@ def dapo_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: to
             raise ValueError("algorithm.kl_coef > 0 needs ref_logprobs; pass the reference "
                              "model's log-probs or set kl_coef to 0 (DAPO, Nebius).")
         per_token = per_token + kl_coef * k3(logprobs, ref_logprobs)  # (...)
-    loss = _total(per_token, mask) / max(num_tokens, 1)            # ()
+    loss = aggregate(per_token, mask, norm, seq_ids)               # ()
     metrics = _policy_metrics(ratio, advantages, logprobs, old_logprobs, mask, clip_low, clip_high)
     return loss, metrics
 
 
-def grpo_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
-              mask: torch.Tensor, *, seq_ids: torch.Tensor, num_seqs: int,
-              clip_low: float = 0.2, clip_high: float = 0.2) -> tuple[torch.Tensor, Metrics]:
-    """GRPO: per-sequence mean of the clipped loss, then a mean over `num_seqs` sequences.
-
-    `seq_ids[t]` is the global index of token t's sequence; a micro-batch holding only some of the
-    sequences still divides by the whole step's `num_seqs`.
-    """
-    mask = mask.to(logprobs.dtype)                                 # (...)
-    per_token, ratio = _clipped_surrogate(logprobs, old_logprobs, advantages, clip_low, clip_high)
-    ids = seq_ids.reshape(-1)                                      # (N,)
-    flat_mask = mask.reshape(-1)                                   # (N,)
-    counts = torch.zeros(int(ids.max()) + 1, dtype=mask.dtype).index_add_(0, ids, flat_mask)  # (S,)
-    weight = flat_mask / counts[ids].clamp(min=1.0)                # (N,) 1/len(seq) on actions
-    loss = (per_token.reshape(-1) * weight).sum() / max(num_seqs, 1)  # ()
-    metrics = _policy_metrics(ratio, advantages, logprobs, old_logprobs, mask, clip_low, clip_high)
-    return loss, metrics
+def dapo_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,
+              mask: torch.Tensor, *, num_tokens: int, clip_low: float = 0.2,
+              clip_high: float = 0.28, ref_logprobs: torch.Tensor | None = None,
+              kl_coef: float = 0.0) -> tuple[torch.Tensor, Metrics]:
+    """DAPO: `policy_loss` with the token mean over the step's `num_tokens` action tokens."""
+    return policy_loss(logprobs, old_logprobs, advantages, mask,
+                       norm=Normaliser("token_mean", num_tokens=num_tokens), clip_low=clip_low,
+                       clip_high=clip_high, ref_logprobs=ref_logprobs, kl_coef=kl_coef)
 
 
 def sequence_logprob(logprobs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -121,7 +170,8 @@ def dpo_loss(chosen: torch.Tensor, rejected: torch.Tensor, ref_chosen: torch.Ten
              ref_rejected: torch.Tensor, *, beta: float, num_pairs: int) -> tuple[torch.Tensor, Metrics]:
     """DPO: -log sigmoid(beta * ((c - c_ref) - (r - r_ref))), summed here, divided by num_pairs.
 
-    All inputs are (P,) sequence log-probs (sums over action tokens).
+    All inputs are (P,) sequence log-probs (sums over action tokens); `num_pairs` counts the
+    whole step's pairs (every micro-batch, every rank).
     """
     chosen_reward = beta * (chosen - ref_chosen)                   # (P,)
     rejected_reward = beta * (rejected - ref_rejected)             # (P,)
