@@ -240,10 +240,6 @@ def outcomes(rollouts: Iterable[dict], validations: Iterable[dict]) -> list[Epis
     return [EpisodeOutcome(r, grades.get(r["episode_id"])) for r in rollouts]
 
 
-def samples(episodes: Iterable[EpisodeOutcome]) -> list[EpisodeOutcome]:
-    return [o for o in episodes if o.is_sample]
-
-
 def dropped(episodes: Iterable[EpisodeOutcome]) -> dict[str, int]:
     """{"dropped_ungraded", "dropped_infra", "dropped_crash"}: non-samples by reason, zeros kept."""
     counts = Counter(o.drop_reason for o in episodes)
