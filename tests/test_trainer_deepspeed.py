@@ -10,10 +10,15 @@ TORCH_EXTENSIONS_DIR, ~/.cache/torch_extensions, for later runs). A build
 killed midway leaves `<TORCH_EXTENSIONS_DIR>/py311_cpu/deepspeed_shm_comm/lock`, and the next run
 waits on it forever: delete that directory. Runs in a subprocess so DS_ACCELERATOR=cpu is set
 before DeepSpeed is imported.
+
+`SWE_RLVR_TEST_DEVICE=cuda` runs the one-rank tests on the GPU instead (nccl, DS_ACCELERATOR=cuda,
+`infra/gpu/check.sh` does): both engines then compute in bf16 (autocast over fp32 weights against
+DeepSpeed's bf16 weights with fp32 master copies), so they agree to bf16, not fp32, tolerances.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -24,44 +29,75 @@ import pytest
 import torch
 
 SCRIPT = textwrap.dedent('''
-    import sys, torch
+    import json, sys, torch
     torch.set_num_threads(1)
     from swe_rlvr.config import load_config
     from trainer.episodes import Episode
     from trainer.loops import run_rft
-    model_dir, out_dir, engine, stage = sys.argv[1:5]
+    model_dir, out_dir, engine, stage, device = sys.argv[1:6]
     g = torch.Generator().manual_seed(0)
     eps = [Episode(tuple(torch.randint(3, 2000, (24,), generator=g).tolist()), (0,) * 8 + (1,) * 16,
                    (0.0,) * 24, resolved=True) for _ in range(8)]
-    cfg = load_config(overrides=["trainer.device=cpu", "trainer.rft_lr=1e-3", "trainer.sft_batch_size=4",
+    cfg = load_config(overrides=[f"trainer.device={device}", "trainer.compile=false",
+                                 "trainer.rft_lr=1e-3", "trainer.sft_batch_size=4",
                                  f"trainer.engine={engine}", f"trainer.zero_stage={stage}",
                                  "trainer.save_every=1", "trainer.pack_tokens=48"])  # 2 rows a step
-    print("RESULT", run_rft(model_dir, eps, cfg, out_dir).checkpoint)
+    result = run_rft(model_dir, eps, cfg, out_dir)
+    print("METRICS", json.dumps([[m["loss"], m["grad_norm"]] for m in result.metrics]))
 ''')
 
 
 pytest.importorskip("deepspeed", reason="deepspeed is not installed (pip install -e '.[deepspeed]')")
 
+DEVICE = os.environ.get("SWE_RLVR_TEST_DEVICE", "cpu")
+"""Where the one-rank tests train: cpu (the default, what CI runs) or cuda."""
+
 
 def _run(script, model_dir, out, engine, stage):
+    """(final weights, [[loss, grad_norm] per step]) of SCRIPT with this engine on DEVICE."""
     paths = [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]
-    env = {**os.environ, "DS_ACCELERATOR": "cpu", "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
-    proc = subprocess.run([sys.executable, str(script), str(model_dir), str(out), engine, str(stage)],
-                          env=env, capture_output=True, text=True, timeout=1800)
+    env = {**os.environ, "DS_ACCELERATOR": DEVICE,
+           "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+    proc = subprocess.run([sys.executable, str(script), str(model_dir), str(out), engine, str(stage),
+                           DEVICE], env=env, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     from safetensors.torch import load_file
-    return load_file(out / "final" / "model.safetensors")
+    metrics = [line for line in proc.stdout.splitlines() if line.startswith("METRICS ")][-1]
+    return load_file(out / "final" / "model.safetensors"), json.loads(metrics.split(" ", 1)[1])
+
+
+def _assert_same_bf16_update(model_dir, ours, theirs, ours_metrics, theirs_metrics) -> None:
+    """CUDA: loss and gradient norm of every step to bf16 tolerance (they precede AdamW, so a
+    micro-batch gradient overwritten instead of accumulated shows in the norm), and the whole
+    update (weights minus the initial ones, ours rounded to bf16 like DeepSpeed's saved weights)
+    to 30% in relative norm: AdamW's first steps move each element by about lr whatever its
+    gradient's size, so elements whose gradient is bf16 noise move either way on either side."""
+    from safetensors.torch import load_file
+    for (l1, g1), (l2, g2) in zip(ours_metrics, theirs_metrics, strict=True):
+        assert l2 == pytest.approx(l1, rel=2e-2) and g2 == pytest.approx(g1, rel=5e-2)
+    init = load_file(Path(model_dir) / "model.safetensors")
+    diff = total = 0.0
+    for name in ours.keys() & init.keys():
+        step = ours[name].to(torch.bfloat16).float() - init[name].float()
+        diff += float((theirs[name].float() - init[name].float() - step).pow(2).sum())
+        total += float(step.pow(2).sum())
+    assert (diff / total) ** 0.5 < 0.3, (diff / total) ** 0.5
 
 
 @pytest.mark.parametrize("stage", [2, 3])
 def test_deepspeed_zero_matches_torch_engine(tiny_model_dir, tmp_path, stage):
+    if DEVICE == "cuda" and not torch.cuda.is_available():
+        pytest.skip("SWE_RLVR_TEST_DEVICE=cuda, but torch sees no CUDA GPU")
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
-    ours = _run(script, tiny_model_dir, tmp_path / "torch", "torch", stage)
-    theirs = _run(script, tiny_model_dir, tmp_path / "ds", "deepspeed", stage)
+    ours, ours_metrics = _run(script, tiny_model_dir, tmp_path / "torch", "torch", stage)
+    theirs, theirs_metrics = _run(script, tiny_model_dir, tmp_path / "ds", "deepspeed", stage)
     assert ours.keys() == theirs.keys()
-    for name in ours:
-        assert torch.allclose(ours[name], theirs[name].float(), atol=1e-5, rtol=1e-4), name
+    if DEVICE == "cuda":
+        _assert_same_bf16_update(tiny_model_dir, ours, theirs, ours_metrics, theirs_metrics)
+    else:
+        for name in ours:
+            assert torch.allclose(ours[name], theirs[name].float(), atol=1e-5, rtol=1e-4), name
     assert (tmp_path / "ds" / "checkpoints" / "step_000002" / "deepspeed").is_dir()
 
 
