@@ -22,8 +22,9 @@ ratio (median and min-max).
 GPU mode (--gpu): a random Qwen2-1.5B-shaped model, one packed row of --gpu-tokens (16k) tokens,
 bf16 autocast over fp32 weights, reporting tokens/s and MFU = useful FLOPs / (time x peak) for each
 of --variants (eager or compile, + varlen or loop attention, + ckpt for gradient checkpointing).
-Useful FLOPs: 6 x non-embedding params x tokens + 6 x d x vocab x action tokens (the LM head runs
-only there) + causal attention 6 x layers x d x sum(L_i^2). Peak: --peak-tflops, else by GPU name.
+Useful FLOPs (`swe_rlvr.compute.training_flops`): 6 x non-embedding params x tokens + 6 x d x
+vocab x action tokens (the LM head runs only there) + causal attention 12 x layers x d x keys,
+keys = sum(L_i (L_i + 1) / 2). Peak: --peak-tflops, else by GPU name.
 
     .venv/bin/python bench/trainer.py                # CPU, vs TRL, independent trajectories
     .venv/bin/python bench/trainer.py --group-size 8 # CPU, vs TRL, groups of 8 sharing a prompt
@@ -291,15 +292,11 @@ def gpu_model(out: Path, seed: int) -> Path:
 
 
 def useful_flops(model, rows) -> float:
-    """6 N_nonembed T + 6 d V A (head on actions only) + 6 layers d sum(L_i^2) (causal attention)."""
-    cfg = model.config
-    n_embed = model.get_input_embeddings().weight.numel()
-    n_nonembed = sum(p.numel() for p in model.parameters()) - n_embed
-    tokens = sum(r.num_tokens for r in rows)
-    actions = sum(r.num_actions for r in rows)
-    seg2 = sum(int(((r.attention_bounds[1:] - r.attention_bounds[:-1]) ** 2).sum()) for r in rows)
-    d = cfg.hidden_size
-    return 6 * n_nonembed * tokens + 6 * d * cfg.vocab_size * actions + 6 * cfg.num_hidden_layers * d * seg2
+    """6 N_nonembed T + 6 d V A (head on actions only) + 12 layers d keys (causal attention), as
+    `swe_rlvr.compute.training_flops` counts a training pass."""
+    from swe_rlvr.compute import Shape, training_flops
+    return sum(training_flops(Shape.of(model), r.num_tokens, r.num_actions, r.attended_keys)
+               for r in rows)
 
 
 def peak_flops(args: argparse.Namespace) -> float:

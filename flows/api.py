@@ -10,8 +10,9 @@ from flows.runs import RunResult
 from swe_rlvr.config import Config, ConfigError, load_config
 
 
-def _checked(config: str | Path | None, overrides: Sequence[str]) -> tuple[str | None, list[str]]:
-    preflight(load_config(config, list(overrides)))
+def _checked(config: str | Path | None, overrides: Sequence[str],
+             trains: bool = True) -> tuple[str | None, list[str]]:
+    preflight(load_config(config, list(overrides)), trains=trains)
     return (str(config) if config else None), list(overrides)
 
 
@@ -35,7 +36,7 @@ def evaluate(config: str | Path | None = None, overrides: Sequence[str] = (), mo
     best@k too with a trained `verifier` directory and eval.best_of_k > 0."""
     from flows.training import evaluate_flow
     extra = ([f"engine.model={model}"] if model else []) + ([f"eval.split={split}"] if split else [])
-    config, overrides = _checked(config, list(overrides) + extra)
+    config, overrides = _checked(config, list(overrides) + extra, trains=False)
     if verifier:
         _check_verifier(verifier, load_config(config, overrides))
     return evaluate_flow(config=config, overrides=overrides, verifier=str(verifier))

@@ -2,8 +2,9 @@
 
 `preflight(cfg)` collects every problem it finds (a missing model or instance file, an
 unreachable MLflow server, a Prefect API that is down, an unknown task runner, eval.k or
-eval.best_of_k > eval.runs) and raises one `PreflightError` listing them all, so a misconfigured
-run fails in a second instead of after an hour of rollouts. A wrong config key never gets this
+eval.best_of_k > eval.runs, an estimated peak memory above what the machine has free) and raises
+one `PreflightError` listing them all, so a misconfigured run fails in a second instead of after
+an hour of rollouts. A wrong config key never gets this
 far: `load_config` already refuses it, listing the valid keys.
 """
 
@@ -24,9 +25,12 @@ class PreflightError(ConfigError):
     """The run cannot start; the message lists each problem with its fix."""
 
 
-def preflight(cfg: Config, check_prefect: bool = True) -> None:
-    """Raise PreflightError naming every problem (and its fix) that would stop this run."""
-    problems = [p for p in (_task_runner(cfg), _model(cfg), _instances(cfg), _eval(cfg),
+def preflight(cfg: Config, check_prefect: bool = True, trains: bool = True) -> None:
+    """Raise PreflightError naming every problem (and its fix) that would stop this run
+    (`trains`: the run updates the policy, so the update's memory counts too)."""
+    model = _model(cfg)
+    problems = [p for p in (_task_runner(cfg), model, _instances(cfg), _eval(cfg),
+                            "" if model else _memory(cfg, trains),
                             _mlflow(cfg), _prefect() if check_prefect else "") if p]
     if problems:
         raise PreflightError("Cannot start the run:\n  - " + "\n  - ".join(problems))
@@ -60,6 +64,30 @@ def _model(cfg: Config) -> str:
     if not (Path(model) / "config.json").exists():
         return f"engine.model {model!r} has no config.json, so it is not an HF model directory; {fix}."
     return ""
+
+
+def _memory(cfg: Config, trains: bool) -> str:
+    """The run's estimated peak host memory (`swe_rlvr.memory`) against what is available."""
+    if cfg.engine.name.partition(":")[0] not in LOCAL_ENGINES:
+        return ""
+    from swe_rlvr import memory
+    from trainer.engine_torch import pick_device
+    from trainer.forward import head_chunk_rows
+    try:
+        dims = memory.model_dims(cfg.engine.model)
+    except (OSError, ValueError, KeyError, ImportError):   # an architecture transformers lacks:
+        return ""                                          # the engine's own load will say so
+    engine_here = cfg.engine.name == "hf" and pick_device(cfg.engine.device).type == "cpu"
+    trainer_here = trains and pick_device(cfg.trainer.device).type == "cpu"
+    est = memory.estimate(cfg, dims, memory.engine_dtype_bytes(cfg.engine.dtype),
+                          head_chunk_rows(dims.shape.vocab), engine_here, trainer_here)
+    avail = memory.available_bytes()
+    if est.peak <= avail:
+        return ""
+    part, size, knob = est.largest()
+    return (f"the run's estimated peak memory is {est.peak / memory.GIB:.1f} GiB but "
+            f"{avail / memory.GIB:.1f} GiB is available ({memory.describe(est)}); the largest "
+            f"part is {part} ({size / memory.GIB:.1f} GiB): {memory.FIXES[knob](cfg)}")
 
 
 def _instances(cfg: Config) -> str:

@@ -24,9 +24,9 @@ from tasks.tracking import tracking_uri
 from tasks.verifier import verifier_dir
 
 
-def _config(config: str | None, overrides: list[str] | None) -> Config:
+def _config(config: str | None, overrides: list[str] | None, trains: bool = True) -> Config:
     cfg = load_config(config, list(overrides or []))
-    preflight(cfg, check_prefect=False)  # the API is evidently up: this flow is running on it
+    preflight(cfg, check_prefect=False, trains=trains)  # the API is up: this flow runs on it
     return cfg
 
 
@@ -81,7 +81,7 @@ def evaluate_flow(config: str | None = None, overrides: list[str] | None = None,
     """pass@1 (mean of eval.runs runs ± SEM) and pass@k of `model` (default engine.model); with
     `verifier` (a trained `iter_<k>/verifier`) and eval.best_of_k > 0, best@k too."""
     extra = ([f"engine.model={model}"] if model else []) + ([f"eval.split={split}"] if split else [])
-    cfg = _config(config, list(overrides or []) + extra)
+    cfg = _config(config, list(overrides or []) + extra, trains=False)
     run_dir = run_directory(cfg, prefix="eval")
     with tracked_run(cfg, run_dir) as run_id:
         evaluate_policy.with_options(task_runner=task_runner(cfg))(cfg, run_dir, 0, cfg.engine.model,

@@ -57,6 +57,8 @@ LossAgg = Literal["token_mean", "seq_mean", "seq_mean_token_sum_norm"]
 """How token losses average (`trainer.losses`): over every action token of the batch (DAPO), per
 sequence first (GRPO), or per sequence over a constant length (Dr.GRPO)."""
 
+OldLogprobs = Literal["recompute", "sampler"]
+"""Where DAPO's old log-probs (policy k's, in the clipped ratio) come from (`trainer.loops`)."""
 TrainerEngine = Literal["torch", "deepspeed"]
 """`trainer.loops.ENGINES`."""
 Schedule = Literal["cosine", "constant"]

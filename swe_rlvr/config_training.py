@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from swe_rlvr.config_choices import (
-    Advantage, Algorithm, Compile, Device, ExpertStyle, LossAgg, Objective, Schedule, TaskRunner,
-    TrainerEngine,
+    Advantage, Algorithm, Compile, Device, ExpertStyle, LossAgg, Objective, OldLogprobs, Schedule,
+    TaskRunner, TrainerEngine,
 )
 
 
@@ -90,7 +90,13 @@ class TrainerConfig:
     gradients are those of plain packing; see trainer.packing). Saves ~26% of the tokens of the
     ladder's G = 4 rollouts; false packs every episode whole."""
     grad_checkpointing: bool = False
-    """Recompute activations in backward to save memory."""
+    """Recompute activations in backward to save memory (`swe_rlvr.memory` sizes both ways)."""
+    old_logprobs: OldLogprobs = "recompute"
+    """DAPO/GRPO's old log-probs (policy k's): `recompute`, a no-grad forward over every row before
+    the first step (as verl does: exact for the trainer's own numerics), or `sampler`, the
+    sampler's own log-probs of policy k, which saves that forward. They are policy k's when it
+    sampled at temperature 1 with no filter (the hf, vllm and openai engines); episodes whose
+    context the trainer changed (guidance stripped) and scripted policies are recomputed anyway."""
     compile: bool | Compile = "auto"
     """torch.compile each decoder layer (attention stays eager, per segment): true, false, or auto
     (true on CUDA, false on CPU). Fuses norms, RoPE and the MLP's activation, and saves fewer activations.

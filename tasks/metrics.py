@@ -186,8 +186,12 @@ def train_summary(rows: list[dict]) -> dict[str, float]:
 
 
 def stage_times(manifests: dict[str, dict]) -> dict[str, float]:
-    """`time_<stage>_s` for every finished stage of the iteration."""
-    return {f"time_{name}_s": float(m.get("wall_s", 0.0)) for name, m in manifests.items()}
+    """`time_<stage>_s` for every finished stage of the iteration, and `rss_<stage>_mb`, the
+    process's peak resident set while it ran (manifests written before it was recorded have none)."""
+    out = {f"time_{name}_s": float(m.get("wall_s", 0.0)) for name, m in manifests.items()}
+    out.update({f"rss_{name}_mb": float(m["peak_rss_mb"]) for name, m in manifests.items()
+                if "peak_rss_mb" in m})
+    return out
 
 
 def pool_sizes(manifests: dict[str, dict]) -> dict[str, float]:

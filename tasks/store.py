@@ -4,12 +4,15 @@ Every stage writes its outputs under `<run_dir>/iter_<k>/` (any fsspec URL). An 
 only complete: a Parquet file is written to a temporary name and moved into place, a checkpoint
 directory is filled as `<name>.partial` and renamed. Last of all the stage writes its manifest,
 `_stages/<stage>.json`, holding the key of the inputs it was computed from, the outputs with their
-content hashes, and its wall time. A stage whose manifest exists with the same input key is done,
+content hashes, its wall time, the process's peak resident set while it ran and the work spans
+it recorded (`swe_rlvr.spans`). A finished stage gives the memory it freed back to the OS
+(`swe_rlvr.memory.release`), so the next one starts from what is still in use. A stage whose manifest exists with the same input key is done,
 so a crashed flow resumes with nothing lost or done twice even without Prefect's cache store.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import time
@@ -22,7 +25,7 @@ import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from swe_rlvr import artifacts
+from swe_rlvr import artifacts, memory, spans
 
 SUCCESS = "_SUCCESS"
 _HASH_CHUNK = 1 << 20
@@ -183,12 +186,16 @@ def stage(iter_dir: str, name: str, input_key: str) -> Iterator[Stage]:
     st = Stage(iter_dir, name, input_key)
     running = join(iter_dir, "_stages", f"{name}.running")
     write_json(running, {"input_key": input_key, "started_at": time.time()})
-    start = time.perf_counter()
+    start, before = time.perf_counter(), spans.totals()
     try:
-        yield st
+        with spans.rss_window() as rss:
+            yield st
+            memory.release()
         wall = time.perf_counter() - start
+        work = {k: dataclasses.asdict(v) for k, v in spans.delta(before, spans.totals()).items()}
         write_json(st.manifest_url, {"stage": name, "input_key": input_key,
                                      "outputs": st.outputs, "wall_s": wall,
+                                     "peak_rss_mb": rss.peak_mb, "spans": work,
                                      "finished_at": time.time(), **st.info})
     finally:
         fs, path = fs_and_path(running)

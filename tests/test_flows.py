@@ -85,8 +85,11 @@ def test_metrics_at_every_step_and_the_registry(trained):
     steps = lambda key: sorted(m.step for m in mlc.get_metric_history(result.mlflow_run_id, key))  # noqa: E731
     assert steps("pass1") == steps("pass1_sem") == [0, 1, 2]
     for key in ("train_resolve_rate", "guided_recovery_rate", "zero_advantage_group_fraction",
-                "mean_turns", "format_error_rate", "submit_rate", "loss", "time_rollouts_s"):
+                "mean_turns", "format_error_rate", "submit_rate", "loss", "time_rollouts_s",
+                "rss_rollouts_mb", "rss_update_mb"):
         assert steps(key) == [0, 1], key
+    rss = mlc.get_metric_history(result.mlflow_run_id, "rss_update_mb")[0].value
+    assert 100 < rss < 64 * 1024                     # the process's peak while the update ran
     for key in ("eval_format_error_rate", "eval_submit_rate", "eval_mean_turns"):
         assert steps(key) == [0, 1, 2], key
     # orchestration.eval_base: engine.model, evaluated before the RFT warm-up, at step 0

@@ -272,3 +272,30 @@ def test_grpo_with_a_token_mean_is_refused_with_the_fix(tiny_model_dir, tmp_path
     cfg = dataclasses.replace(cfg, algorithm=dataclasses.replace(cfg.algorithm, name="grpo"))
     with pytest.raises(ValueError, match="algorithm.loss_agg=seq_mean"):
         run_dapo(tiny_model_dir, [_episode(GOOD, adv=1.0)], cfg, tmp_path)
+
+
+def test_sampler_old_logprobs_stand_in_only_where_they_are_policy_ks(tiny_model_dir, tmp_path):
+    """trainer.old_logprobs=sampler skips the old log-probs' forward: the first step's ratio is
+    then against the sampler's log-probs (here a made-up -2.0, so the mismatch metric, old vs
+    sampler, is 0). A sampler at another temperature, or a row whose guidance the trainer strips,
+    was not sampling policy k in that context, and is recomputed."""
+    from trainer.loops import run_dapo
+    lp = (0.0,) * len(PROMPT) + (-2.0,) * len(GOOD)
+    eps = [_episode(GOOD, adv=1.0, logprobs=lp), _episode(BAD, adv=-1.0, logprobs=lp)]
+    mismatch = lambda cfg, out: run_dapo(tiny_model_dir, eps, cfg, tmp_path / out  # noqa: E731
+                                         ).metrics[0]["sampler_mismatch"]
+    assert mismatch(_cfg(old_logprobs="sampler"), "sampler") == 0.0
+    assert mismatch(_cfg(), "recompute") > 1.0                     # the model's ~-7.6, not -2.0
+    hot = load_config(overrides=["trainer.device=cpu", "trainer.old_logprobs=sampler",
+                                 "trainer.pack_tokens=256", "engine.temperature=0.7"])
+    assert mismatch(hot, "hot") > 1.0
+    guided = [dataclasses.replace(e, token_ids=PROMPT + (900,) * 4 + e.token_ids[len(PROMPT):],
+                                  loss_mask=(0,) * 4 + e.loss_mask, logprobs=(0.0,) * 4 + lp,
+                                  guidance_span=(len(PROMPT), len(PROMPT) + 4)) for e in eps]
+    cfg = _cfg(old_logprobs="sampler")
+    strip = dataclasses.replace(cfg, guidance=dataclasses.replace(cfg.guidance, mode="strip"))
+    assert run_dapo(tiny_model_dir, guided, strip, tmp_path / "strip"
+                    ).metrics[0]["sampler_mismatch"] > 1.0
+    keep = dataclasses.replace(cfg, guidance=dataclasses.replace(cfg.guidance, mode="keep"))
+    assert run_dapo(tiny_model_dir, guided, keep, tmp_path / "keep"
+                    ).metrics[0]["sampler_mismatch"] == 0.0

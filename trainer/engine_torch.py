@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from swe_rlvr import spans
 from swe_rlvr.config import TrainerConfig
 from trainer.checkpoint import load_train_state, save_checkpoint
 from trainer.forward import compile_layers, packed_logprobs, use_segment_attention
@@ -162,8 +163,9 @@ class TorchEngine:
         if self.device.type == "cuda":
             self.device = torch.device("cuda", torch.cuda.current_device())
         set_threads(cfg, self.device)
-        self.model = load_model(Path(model_dir), self.device, cfg.grad_checkpointing,
-                                compile_enabled(cfg.compile, self.device))
+        with spans.span("model_load"):
+            self.model = load_model(Path(model_dir), self.device, cfg.grad_checkpointing,
+                                    compile_enabled(cfg.compile, self.device))
         self.optimizer = make_optimizer(self.model.parameters(), lr, cfg.weight_decay, self.device)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lr_lambda(schedule, cfg.warmup_steps, total_steps))

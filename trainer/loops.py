@@ -4,7 +4,8 @@
   already loss-masked by the agent), `trainer.rft_epochs` (Nebius: 1), LR 5e-6, AdamW wd 0.1,
   cosine schedule.
 - `run_dapo`: old log-probs are recomputed with the current weights before the first update (the
-  sampler's log-probs serve only the mismatch metric), then `trainer.minibatches` optimiser steps
+  sampler's log-probs serve only the mismatch metric), or with `trainer.old_logprobs: sampler`
+  taken from the sampler where they are policy k's (`sampler_is_policy`), then `trainer.minibatches` optimiser steps
   per epoch (Nebius: 1 epoch, LR 1e-6, grad clip 1.0, no KL). `algorithm.loss_agg` picks DAPO's
   token mean, GRPO's sequence mean or Dr.GRPO's constant-length sum (`algorithm.name: grpo`
   needs one of the latter two); SFT follows the same setting.
@@ -122,6 +123,25 @@ def run_rft(model_dir: Path, episodes: Sequence[Episode], cfg: Config, out_dir: 
     return _sft("rft", Path(model_dir), chosen, cfg, Path(out_dir), on_step)
 
 
+def sampler_is_policy(cfg: Config, same_context: list[bool]) -> list[bool]:
+    """Per episode: may its sampler log-probs stand for policy k's (trainer.old_logprobs=sampler,
+    a real sampler at temperature 1, and the context it sampled in is the one trained on)?"""
+    usable = (cfg.trainer.old_logprobs == "sampler" and cfg.engine.temperature == 1.0
+              and not cfg.engine.name.startswith("scripted"))
+    return [usable and same for same in same_context]
+
+
+def old_logprobs(run: Run, steps: Steps, plan: list[list[int]],
+                 exact: list[bool]) -> list[list[torch.Tensor]]:
+    """Per step, per micro-batch: policy k's (T,) log-probs on its row, the sampler's where every
+    episode of the row has exact ones (`exact`, by episode index), else a no-grad forward."""
+    def one(k: int, mb) -> torch.Tensor:
+        if not mb.filler and all(exact[plan[k][j]] for j in mb.row.episodes):
+            return mb.sampler_logprobs
+        return no_grad_logprobs(run, [[mb]])[0][0]
+    return [[one(k, mb) for mb in step] for k, step in enumerate(steps)]
+
+
 def _reference_logprobs(run: Run, ref_model_dir: Path, steps: Steps) -> list[list[torch.Tensor]]:
     """Log-probs of a frozen reference model on this rank's rows (for the k3 KL term)."""
     from trainer.engine_torch import load_model
@@ -140,16 +160,19 @@ def run_dapo(model_dir: Path, episodes: Sequence[Episode], cfg: Config, out_dir:
     the policy this iteration started from).
     """
     t, a = cfg.trainer, cfg.algorithm
-    eps = [e for e in prepare(episodes, cfg.guidance.mode) if e.num_actions]
-    if not eps:
+    kept = [(e, p) for e, p in zip(episodes, prepare(episodes, cfg.guidance.mode)) if p.num_actions]
+    if not kept:
         return TrainResult(Path(model_dir), [])
+    eps = [p for _, p in kept]
     plan = step_plan(len(eps), math.ceil(len(eps) / max(t.minibatches, 1)), t.epochs, t.seed)
     rows = _pack_plan(eps, plan, t)
     norms = step_normalisers(cfg, rows, plan)
     run = open_run("grpo" if a.name == "grpo" else "dapo", model_dir, cfg, out_dir, lr=t.lr,
                    total_steps=len(rows), schedule="constant", on_step=on_step)
     steps = micro_batches(rows, own_rows(run, rows), norms)
-    old = cached(run, "old_logprobs.pt", lambda: no_grad_logprobs(run, steps))
+    exact = sampler_is_policy(cfg, [e.guidance_span is None or cfg.guidance.mode == "keep"
+                                    for e, _ in kept])
+    old = cached(run, "old_logprobs.pt", lambda: old_logprobs(run, steps, plan, exact))
     steps = attach(steps, old_logprobs=old)
     if a.kl_coef:
         ref = cached(run, "ref_logprobs.pt", lambda: _reference_logprobs(

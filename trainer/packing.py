@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import torch
 
+from swe_rlvr.compute import causal_keys
 from trainer.episodes import Episode
 
 Unit = tuple[int, list[int]]
@@ -77,6 +78,12 @@ class PackedBatch:
     def attention_bounds(self) -> torch.Tensor:
         """Segment bounds attention runs over: the virtual row's where prefixes are shared."""
         return self.cu_seqlens if self.attn_cu is None else self.attn_cu
+
+    @property
+    def attended_keys(self) -> int:
+        """Keys the row's causal attention reads, summed over its tokens (what its cost scales with)."""
+        lengths = (self.attention_bounds[1:] - self.attention_bounds[:-1]).tolist()
+        return sum(causal_keys(n) for n in lengths)
 
 
 def first_fit_decreasing(lengths: Sequence[int], budget: int) -> list[list[int]]:

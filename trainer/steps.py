@@ -24,6 +24,7 @@ from typing import Protocol
 
 import torch
 
+from swe_rlvr import spans
 from swe_rlvr.config import Config
 from trainer.checkpoint import latest_checkpoint, prune, rng_state, set_rng_state, step_dir
 from trainer.microbatch import LossFn, MicroBatch
@@ -134,7 +135,13 @@ def cached(run: Run, name: str, compute: Callable[[], object]):
 def no_grad_logprobs(run: Run, steps: Steps) -> list[list[torch.Tensor]]:
     """Per step, per micro-batch: the engine's (T,) log-probs on its row, without gradients."""
     with torch.no_grad():
-        return [[run.engine.logprobs(mb.row)[0].detach().cpu() for mb in step] for step in steps]
+        return [[_traced_logprobs(run, mb.row) for mb in step] for step in steps]
+
+
+def _traced_logprobs(run: Run, row: PackedBatch) -> torch.Tensor:
+    with spans.span("old_logprobs", row.num_tokens) as work:
+        work.logits, work.keys = row.num_actions, row.attended_keys
+        return run.engine.logprobs(row)[0].detach().cpu()
 
 
 class Totals:
@@ -174,12 +181,15 @@ def one_step(run: Run, k: int, batches: Sequence[MicroBatch], loss_fn: LossFn) -
     lr = run.engine.lr()
     totals = Totals()
     for mb in batches:
-        logp, ent = run.engine.logprobs(mb.row)
-        loss, metrics = loss_fn(mb.to(logp.device), logp)
-        run.engine.backward(loss * 0.0 if mb.filler else loss)
+        with spans.span("forward_backward", mb.row.num_tokens) as work:
+            work.logits, work.keys = mb.row.num_actions, mb.row.attended_keys
+            logp, ent = run.engine.logprobs(mb.row)
+            loss, metrics = loss_fn(mb.to(logp.device), logp)
+            run.engine.backward(loss * 0.0 if mb.filler else loss)
         if not mb.filler:
             totals.add(loss, metrics, ent, mb.row)
-    grad_norm = run.engine.step()
+    with spans.span("optimizer"):
+        grad_norm = run.engine.step()
     totals.reduce(run.engine)
     dt = time.perf_counter() - t0
     return {"step": k, "phase": run.phase, "loss": totals.loss,
@@ -203,12 +213,15 @@ def train(run: Run, steps: Steps, loss_fn: LossFn) -> TrainResult:
                         tok_s=f"{run.rows[-1]['tokens_per_s']:.0f}")
         if every and (k % every == 0 or k == len(steps)):
             state = {"step": k, "rows": run.rows, "rng": rng_state(), "phase": run.phase}
-            run.engine.save(step_dir(run.out_dir / "checkpoints", k),
-                            tokenizer_src=run.tokenizer_src, train_state=state)
+            with spans.span("checkpoint"):
+                run.engine.save(step_dir(run.out_dir / "checkpoints", k),
+                                tokenizer_src=run.tokenizer_src, train_state=state)
             if run.main:
                 prune(run.out_dir / "checkpoints", run.cfg.trainer.keep_checkpoints)
         if run.on_step is not None:
             run.on_step(k)
     bar.close()
-    final = run.engine.save(run.out_dir / "final", tokenizer_src=run.tokenizer_src, train_state=None)
+    with spans.span("checkpoint"):
+        final = run.engine.save(run.out_dir / "final", tokenizer_src=run.tokenizer_src,
+                                train_state=None)
     return TrainResult(final, run.rows)

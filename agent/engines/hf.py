@@ -12,6 +12,7 @@ last token and the observation) instead of its whole context: each row is prefil
 cached prefix, then the rows are left-padded into one batch for decoding. Only the last position's
 logits are computed in a prefill, and the KV cache grows in place while decoding (transformers'
 DynamicCache would copy all of it at every token). New weights (`load_weights`) empty the cache.
+Each batch records its prefill and decode work (`swe_rlvr.spans`: time, tokens, attended keys).
 
 Simplifications: one sampling generator per `generate` call (a batch's samples depend on the batch
 composition, not only on the seed); every sequence in a batch shares `max_new_tokens`; finished
@@ -28,6 +29,8 @@ import torch
 
 from agent.engines.base import UNFILTERED, Sample, SamplingParams, eos_ids
 from agent.engines.kvcache import PrefixCache, growing_cache, left_pad_rows, row_slice
+from swe_rlvr import spans
+from swe_rlvr.compute import decode_work, prefill_work
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +85,9 @@ class HFEngine:
     def _load(self, model_dir: str | Path) -> None:
         from transformers import AutoModelForCausalLM
 
-        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=self.dtype)
-        self.model = model.to(self.device).eval()
+        with spans.span("model_load"):
+            model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=self.dtype)
+            self.model = model.to(self.device).eval()
         self.eos_ids = eos_ids(model.generation_config, self.tokenizer)
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else (self.eos_ids[0] if self.eos_ids else 0)
@@ -96,12 +100,19 @@ class HFEngine:
         if any(len(p) == 0 for p in prompts):
             raise ValueError("hf engine: an empty prompt has nothing to condition on; "
                              "start it with at least one token (e.g. the chat template's).")
-        if self.prefix_cache is None:
-            cache, mask, logits = self._prefill_padded(prompts)
-        else:
-            cache, mask, logits = self._prefill_cached(prompts)
-        tokens, logps, cache = self._decode(cache, mask, logits, params, stops, generator)
-        samples = _to_samples(tokens, logps, stops)
+        lengths = [len(p) for p in prompts]
+        with spans.span("prefill") as work:
+            if self.prefix_cache is None:
+                (cache, mask, logits), cached = self._prefill_padded(prompts), [0] * len(prompts)
+            else:
+                cache, mask, logits, cached = self._prefill_cached(prompts)
+            work.tokens, work.keys = prefill_work(lengths, cached)
+            work.logits = len(prompts)                   # the last position's, once per row
+        with spans.span("decode") as work:
+            tokens, logps, cache = self._decode(cache, mask, logits, params, stops, generator)
+            samples = _to_samples(tokens, logps, stops)
+            work.tokens, work.keys = decode_work(lengths, [len(s.token_ids) for s in samples])
+            work.logits = work.tokens
         if self.prefix_cache is not None:
             self._store(prompts, samples, cache, mask, steps=len(tokens))
         return samples
@@ -118,11 +129,12 @@ class HFEngine:
     def _prefill_cached(self, prompts: list[list[int]]):
         """Rows with a cached prefix run their new tokens alone; rows without one (every row on a
         first turn) run in one padded batch. Then all rows are left-padded into one batch cache:
-        (cache, mask (B, L), last logits (B, V))."""
+        (cache, mask (B, L), last logits (B, V), the tokens each row found cached)."""
         taken = [self.prefix_cache.take(prompt) for prompt in prompts]
         misses = [i for i, (_, kv) in enumerate(taken) if kv is None]
+        cached = [n for n, _ in taken]
         if len(misses) == len(prompts):
-            return self._prefill_padded(prompts)
+            return (*self._prefill_padded(prompts), cached)
         rows: list = [None] * len(prompts)
         logits: list = [None] * len(prompts)
         if misses:
@@ -144,7 +156,7 @@ class HFEngine:
         mask = torch.ones(len(prompts), batch[0][0].shape[2], dtype=torch.long, device=self.device)
         for row, pad in enumerate(pads):
             mask[row, :pad] = 0                                                       # (B, L)
-        return growing_cache(self.model.config, batch), mask, torch.stack(logits)
+        return growing_cache(self.model.config, batch), mask, torch.stack(logits), cached
 
     def _decode(self, cache, mask, logits, params: SamplingParams, stops: set[int],
                 generator: torch.Generator):

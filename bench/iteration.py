@@ -1,0 +1,255 @@
+"""One quickstart-sized RL iteration, stage by stage: where the time and the memory go, against the
+compute-bound minimum of the same work measured in the same run.
+
+In this process, with the real Prefect flows (an ephemeral API under a private PREFECT_HOME):
+  1. the matmul rate: fp32 GEMMs of the policy's MLP shape on every core (GFLOP/s);
+  2. `rl_iteration` (iteration 0) of the config (default configs/quickstart.yaml) from --policy,
+     by default engine.model after the config's expert warm-up (as the quickstart's RL starts; the
+     warm-up runs once, untimed, and is kept under runs/.bench; SmolLM2 is converted once when
+     missing): rollouts, grading, guidance, guided re-attempts, rewards, the DAPO update;
+  3. `evaluate_policy` of the new policy (eval.limit instances x eval.runs), as the quickstart
+     does after each iteration.
+Per stage (from its manifest): wall seconds, the process's peak RSS while it ran, the tokens the
+model ran, their FLOPs (`swe_rlvr.compute`) and the compute-bound minimum, FLOPs / rate. The
+minimum counts only the work an iteration cannot skip: generation (prefill, decode) and the
+update's forward+backward. Old log-probs are counted as overhead, since the sampler's log-probs
+of policy k are what they recompute. Then where the time went, by span (busy seconds: the
+sandbox commands of concurrent episodes add up), and Prefect's share: each flow's wall time minus
+its stages' walls. The figure to drive down is the last line, wall / minimum (target <= 2).
+
+It checks that what it timed did the right thing: every episode was sampled and graded without an
+infrastructure failure, the update trained (some group had mixed rewards) and wrote a checkpoint,
+and the evaluation scored every episode.
+
+    .venv/bin/python -m bench.iteration                     # the quickstart recipe
+    .venv/bin/python -m bench.iteration --policy runs/<run>/warmup/checkpoint trainer.pack_tokens=4096
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+GENERATION = ("prefill", "decode")
+TRAINING = ("forward_backward",)
+FORWARD_ONLY = ("old_logprobs",)
+SPAN_ORDER = ("model_load", "prefill", "decode", "old_logprobs", "forward_backward", "optimizer",
+              "checkpoint")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("overrides", nargs="*", help="dotted KEY=VALUE config overrides")
+    p.add_argument("--config", default="configs/quickstart.yaml")
+    p.add_argument("--policy", default="",
+                   help="the policy to start from (default: engine.model after the config's expert "
+                        "warm-up, run once and kept under runs/.bench; see --cold)")
+    p.add_argument("--cold", action="store_true",
+                   help="start from engine.model as it is (a base model resolves nothing, so the "
+                        "update has nothing to train on)")
+    p.add_argument("--no-eval", action="store_true", help="skip the evaluation of the new policy")
+    p.add_argument("--json", default="", help="also write the figures to this JSON file")
+    return p.parse_args(argv)
+
+
+def matmul_rate(shape, seconds: float = 1.0) -> float:
+    """FLOP/s of fp32 (512, d) @ (d, 4d)-sized GEMMs on every core, best of 3 timed runs."""
+    import torch
+    threads = torch.get_num_threads()
+    torch.set_num_threads(os.cpu_count() or 1)
+    try:
+        d, inner = shape.hidden, 4 * shape.hidden
+        a, b = torch.randn(512, d), torch.randn(d, inner)
+        flops = 2.0 * 512 * d * inner
+        best = 0.0
+        for _ in range(3):
+            n, start = 0, time.perf_counter()
+            while time.perf_counter() - start < seconds / 3:
+                torch.mm(a, b)
+                n += 1
+            best = max(best, n * flops / (time.perf_counter() - start))
+        return best
+    finally:
+        torch.set_num_threads(threads)
+
+
+def warm_policy(cfg, base: str) -> str:
+    """The config's expert warm-up of `base` (untimed), kept under runs/.bench: a rerun finds its
+    stages done and returns at once."""
+    from flows.warmup import expert_warmup
+    start = time.perf_counter()
+    policy = expert_warmup(cfg, str(Path("runs/.bench/warmup").resolve()), base)
+    print(f"warm policy {policy} ({time.perf_counter() - start:.0f} s, not timed)", flush=True)
+    return policy
+
+
+def span_flops(shape, name: str, t: dict) -> float:
+    from swe_rlvr.compute import forward_flops, training_flops
+    flops = training_flops if name in TRAINING else forward_flops
+    return flops(shape, t["tokens"], t["logits"], t["keys"])
+
+
+def stage_rows(manifests: dict, shape, rate: float) -> list[dict]:
+    """Per stage: wall, peak RSS, tokens, FLOPs of the necessary work and its minimum time."""
+    rows = []
+    for name, m in sorted(manifests.items(), key=lambda kv: kv[1]["finished_at"]):
+        work = m.get("spans", {})
+        needed = sum(span_flops(shape, k, t) for k, t in work.items() if k in GENERATION + TRAINING)
+        tokens = sum(t["tokens"] for k, t in work.items() if k in GENERATION + TRAINING + FORWARD_ONLY)
+        rows.append({"stage": name, "wall_s": m["wall_s"], "peak_rss_mb": m.get("peak_rss_mb", 0.0),
+                     "tokens": tokens, "gflop": needed / 1e9, "min_s": needed / rate})
+    return rows
+
+
+def span_rows(manifests_by_flow: dict, shape, rate: float, exec_s: float) -> list[dict]:
+    """Per span name, summed over every stage: busy seconds, calls, tokens, FLOPs, tokens/s."""
+    sums: dict[str, dict] = {}
+    for manifests in manifests_by_flow.values():
+        for m in manifests.values():
+            for name, t in m.get("spans", {}).items():
+                acc = sums.setdefault(name, {"seconds": 0.0, "calls": 0, "tokens": 0,
+                                             "logits": 0, "keys": 0})
+                for key in acc:
+                    acc[key] += t[key]
+    rows = []
+    for name in sorted(sums, key=lambda n: SPAN_ORDER.index(n) if n in SPAN_ORDER else 99):
+        t = sums[name]
+        flops = span_flops(shape, name, t) if t["tokens"] else 0.0
+        rows.append({"span": name, "busy_s": t["seconds"], "calls": t["calls"],
+                     "tokens": t["tokens"], "gflop": flops / 1e9, "min_s": flops / rate,
+                     "tok_s": t["tokens"] / t["seconds"] if t["seconds"] else 0.0})
+    rows.append({"span": "sandbox commands", "busy_s": exec_s, "calls": 0, "tokens": 0,
+                 "gflop": 0.0, "min_s": 0.0, "tok_s": 0.0})
+    return rows
+
+
+def check(run_dir: str, cfg, evaluated: bool) -> dict:
+    """What the timed run did, refused unless it did the right thing."""
+    from swe_rlvr.artifacts import outcomes
+    from tasks import store
+    it = store.join(run_dir, "iter_0")
+    rolls = store.read_rows(store.join(it, "rollouts.parquet"), "rollouts")
+    grades = store.read_rows(store.join(it, "validations.parquet"), "validations")
+    expected = cfg.instances.limit * cfg.algorithm.group_size
+    infra = sum(1 for o in outcomes(rolls, grades) if o.drop_reason == "infra_failure")
+    if len(rolls) != expected or len(grades) != expected or infra:
+        raise SystemExit(f"bench: the iteration did not do its work: {len(rolls)} episodes, "
+                         f"{len(grades)} grades (expected {expected}), {infra} infra failures")
+    if not store.exists(store.join(it, "checkpoint", store.SUCCESS)):
+        raise SystemExit("bench: the update wrote no sealed checkpoint")
+    trained = store.exists(store.join(it, "train_metrics.parquet")) and store.read_rows(
+        store.join(it, "train_metrics.parquet"), "train_metrics")
+    if not trained:
+        raise SystemExit("bench: the update trained on nothing (no group had mixed rewards), so "
+                         "its time means nothing; start from a policy that resolves some "
+                         "instances (drop --cold, or pass --policy)")
+    out = {"episodes": len(rolls), "resolved": sum(bool(g["resolved"]) for g in grades),
+           "train_steps": len(trained)}
+    if evaluated:
+        evals = store.read_rows(store.join(run_dir, "iter_1", "eval.parquet"), "eval")
+        if len(evals) != cfg.eval.limit * cfg.eval.runs:
+            raise SystemExit(f"bench: the evaluation scored {len(evals)} episodes, expected "
+                             f"{cfg.eval.limit * cfg.eval.runs}")
+        out["eval_episodes"] = len(evals)
+    return out
+
+
+def exec_seconds(run_dir: str) -> float:
+    from tasks import store
+    total = 0.0
+    for k in (0, 1):
+        for name in ("rollouts", "rollouts_guided", "eval_rollouts"):
+            url = store.join(run_dir, f"iter_{k}", f"{name}.parquet")
+            if store.exists(url):
+                total += sum(r["exec_s"] for r in store.read_rows(url, "rollouts"))
+    return total
+
+
+def print_tables(stages: list[dict], spans_: list[dict], flows: dict, peak_mb: float,
+                 rate: float, done: dict) -> dict:
+    print(f"\nmatmul rate {rate / 1e9:.1f} GFLOP/s (fp32, {os.cpu_count()} threads); "
+          f"{done['episodes']} episodes ({done['resolved']} resolved)"
+          + (f", {done['eval_episodes']} evaluated" if "eval_episodes" in done else ""))
+    print(f"\n{'stage':18} {'wall_s':>8} {'rss_GB':>7} {'tokens':>8} {'GFLOP':>8} {'min_s':>7} "
+          f"{'wall/min':>8}")
+    for r in stages:
+        ratio = f"{r['wall_s'] / r['min_s']:8.1f}" if r["min_s"] else f"{'-':>8}"
+        print(f"{r['stage']:18} {r['wall_s']:8.1f} {r['peak_rss_mb'] / 1024:7.2f} {r['tokens']:8d} "
+              f"{r['gflop']:8.0f} {r['min_s']:7.1f} {ratio}")
+    print(f"\n{'span (busy)':18} {'busy_s':>8} {'calls':>7} {'tokens':>8} {'tok/s':>8} {'GFLOP':>8} "
+          f"{'min_s':>7}")
+    for r in spans_:
+        print(f"{r['span']:18} {r['busy_s']:8.1f} {r['calls']:7d} {r['tokens']:8d} "
+              f"{r['tok_s']:8.0f} {r['gflop']:8.0f} {r['min_s']:7.1f}")
+    wall = sum(f["wall_s"] for f in flows.values())
+    minimum = sum(r["min_s"] for r in stages)
+    for name, f in flows.items():
+        print(f"{'prefect ' + name:18} {f['wall_s'] - f['stages_s']:8.1f}   (flow wall "
+              f"{f['wall_s']:.1f} s - its stages {f['stages_s']:.1f} s)")
+    print(f"\ntotal wall {wall:.1f} s, compute-bound minimum {minimum:.1f} s: "
+          f"wall/min {wall / minimum if minimum else float('inf'):.1f} (target <= 2); "
+          f"peak RSS {peak_mb / 1024:.2f} GB")
+    return {"wall_s": wall, "min_s": minimum, "ratio": wall / minimum if minimum else None,
+            "peak_rss_mb": peak_mb}
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-iteration-"))
+    os.environ.setdefault("PREFECT_HOME", str(tmp / "prefect"))
+    os.environ.pop("PREFECT_API_URL", None)
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    import flows  # noqa: F401 - sets the ephemeral API's start-up timeout before Prefect loads
+    from flows.iteration import evaluate_policy, rl_iteration
+    from swe_rlvr import spans
+    from swe_rlvr.config import load_config
+    from swe_rlvr.memory import model_dims
+    from tasks import store
+
+    cfg = load_config(args.config, [f"orchestration.run_root={tmp / 'runs'}",
+                                    "orchestration.cache=false", *args.overrides])
+    policy = args.policy or cfg.engine.model
+    if not (Path(policy) / "config.json").exists():
+        from agent.models import convert_smollm2
+        print(f"building {policy} (SmolLM2-135M-Instruct, once)", flush=True)
+        convert_smollm2(policy)
+    if not args.policy and not args.cold:
+        policy = warm_policy(cfg, policy)
+    shape = model_dims(policy).shape
+    rate = matmul_rate(shape)
+    run_dir = str(tmp / "runs" / "bench")
+    flows_out, manifests = {}, {}
+    start = time.perf_counter()
+    new_policy = rl_iteration(cfg, run_dir, 0, policy)
+    flows_out["iteration"] = {"wall_s": time.perf_counter() - start}
+    manifests["iteration"] = store.stage_manifests(store.join(run_dir, "iter_0"))
+    if not args.no_eval:
+        start = time.perf_counter()
+        evaluate_policy(cfg, run_dir, 1, new_policy)
+        flows_out["evaluation"] = {"wall_s": time.perf_counter() - start}
+        manifests["evaluation"] = store.stage_manifests(store.join(run_dir, "iter_1"))
+    for name, f in flows_out.items():
+        f["stages_s"] = sum(m["wall_s"] for m in manifests[name].values())
+    done = check(run_dir, cfg, not args.no_eval)
+    stages = [dict(r, flow=name) for name, ms in manifests.items()
+              for r in stage_rows(ms, shape, rate)]
+    span_table = span_rows(manifests, shape, rate, exec_seconds(run_dir))
+    summary = print_tables(stages, span_table, flows_out, spans.peak_rss_mb(), rate, done)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rate_flops": rate, "shape": asdict(shape),
+                                               "stages": stages, "spans": span_table,
+                                               "flows": flows_out, "checks": done, **summary},
+                                              indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""bench/iteration.py's accounting on a hand-made manifest: what counts toward the minimum."""
+
+from __future__ import annotations
+
+from bench.iteration import span_rows, stage_rows
+from swe_rlvr.compute import Shape
+
+SHAPE = Shape(params=1000, hidden=8, vocab=50, layers=2)
+RATE = 1e6                                                        # FLOP/s
+
+
+def _t(seconds, tokens, logits, keys):
+    return {"seconds": seconds, "calls": 1, "tokens": tokens, "logits": logits, "keys": keys}
+
+
+MANIFESTS = {
+    "rollouts": {"wall_s": 5.0, "peak_rss_mb": 900.0, "finished_at": 1.0,
+                 "spans": {"prefill": _t(1.0, 10, 3, 55), "decode": _t(2.0, 4, 4, 20)}},
+    "update": {"wall_s": 3.0, "peak_rss_mb": 2048.0, "finished_at": 2.0,
+               "spans": {"old_logprobs": _t(0.5, 10, 6, 55),
+                         "forward_backward": _t(1.5, 10, 6, 55), "optimizer": _t(0.2, 0, 0, 0)}},
+}
+
+
+def test_the_minimum_counts_generation_and_training_but_not_old_logprobs():
+    rows = {r["stage"]: r for r in stage_rows(MANIFESTS, SHAPE, RATE)}
+    # prefill: 2*1000*10 + 2*8*50*3 + 4*2*8*55 = 20,000 + 2,400 + 3,520 = 25,920
+    # decode:  2*1000*4 + 2*8*50*4 + 4*2*8*20  =  8,000 + 3,200 + 1,280 = 12,480
+    assert rows["rollouts"]["min_s"] == (25_920 + 12_480) / RATE
+    assert rows["rollouts"]["tokens"] == 14
+    # forward+backward: 3 * (20,000 + 2*8*50*6 = 4,800 + 3,520) = 84,960; old log-probs: none
+    assert rows["update"]["min_s"] == 84_960 / RATE
+    assert rows["update"]["tokens"] == 20                         # both passes ran 10 tokens
+    assert [r["stage"] for r in stage_rows(MANIFESTS, SHAPE, RATE)] == ["rollouts", "update"]
+
+
+def test_spans_sum_over_stages_with_the_sandbox_beside_them():
+    rows = {r["span"]: r for r in span_rows({"iteration": MANIFESTS}, SHAPE, RATE, exec_s=7.0)}
+    assert rows["decode"]["tok_s"] == 2.0                          # 4 tokens in 2 s
+    assert rows["old_logprobs"]["gflop"] == 28_320 / 1e9           # one forward, counted apart
+    assert rows["sandbox commands"]["busy_s"] == 7.0
+    assert list(rows)[:3] == ["prefill", "decode", "old_logprobs"]
+
+
+def test_bench_trainer_counts_a_row_as_the_compute_module_does(tiny_model_dir):
+    """bench/trainer.py's MFU numerator is `training_flops` of each packed row."""
+    from transformers import AutoModelForCausalLM
+
+    from bench.trainer import useful_flops
+    from swe_rlvr.compute import training_flops
+    from trainer.episodes import Episode
+    from trainer.packing import pack
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    eps = [Episode(tuple(range(3, 3 + n)), (0,) * 2 + (1,) * (n - 2), (0.0,) * n) for n in (5, 7)]
+    rows = pack(eps, 64, share_prefix=False)
+    assert len(rows) == 1 and rows[0].attended_keys == 15 + 28     # 5*6/2 + 7*8/2
+    assert useful_flops(model, rows) == training_flops(Shape.of(model), 12, 8, 43)
