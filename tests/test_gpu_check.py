@@ -93,7 +93,7 @@ def test_without_a_gpu_and_without_dry_run_it_says_so_and_fails():
 
 
 def test_the_gpu_budget_fits_13_minutes_in_two_runs_of_at_most_9():
-    """About 13 minutes in all, and each of the README's two calls under the tool's 10-minute
+    """About 13 minutes in all, and each of the README's two calls under a 10-minute
     limit per command: `--steps gpu-tests,deepspeed,engine,e2e`, then `--steps bench`."""
     text = (ROOT / "infra" / "gpu" / "check.sh").read_text()
     budget = {k: int(v) for k, v in re.findall(r"\[([\w-]+)\]=(\d+)",
