@@ -8,10 +8,11 @@ engine before the update starts, so the peak is the larger of the two, plus the 
   a stage (at most `orchestration.max_workers` at once, each up to `agent.context_tokens`) plus the
   batch being decoded (`engine.max_batch` rows);
 - **the update** (the `torch` trainer on CPU, fp32, once per rank of `trainer.processes`): 16
-  bytes per parameter (weights, gradients, AdamW's two moments); the activations of one micro-batch, a packed row of up to
-  `trainer.pack_tokens` tokens: every layer keeps `8 d + 2 d_kv + 4 i` floats per token, or with
-  `trainer.grad_checkpointing` only its input (d floats) while one layer at a time recomputes the
-  rest; and the LM head's chunk, three (rows, vocab) fp32 buffers (logits, softmax, gradient).
+  bytes per parameter (weights, gradients, AdamW's two moments); the activations of one
+  micro-batch, a packed row of up to `trainer.pack_tokens` tokens: every layer keeps
+  `8 d + 2 d_kv + 4 i` floats per token, or with `trainer.grad_checkpointing` only its input (d
+  floats) while one layer at a time recomputes the rest; and the LM head's chunk, three (rows,
+  vocab) fp32 buffers (logits, softmax, gradient).
 Measured on SmolLM2-135M (d 576, d_kv 192, i 1536, 30 layers): a 1,024-token row without
 checkpointing grew the resident set by 1.3 GB beyond weights, gradients and optimiser state, where
 the formula gives 1.4 GB; what the update holds beyond its tensors is `UPDATE_OVERHEAD`. Left out:

@@ -2,8 +2,9 @@
 
 Code at the edges records what it did under a name (`with span("decode") as s: ...; s.tokens += n`):
 wall seconds, calls, tokens run through the model, `logits` (positions that needed the LM head)
-and `keys` (attention keys those tokens read): what `swe_rlvr.compute` turns into FLOPs. Totals are summed per name for the whole process, so spans in
-concurrent threads add up to busy time, not elapsed time. `delta(before, after)` gives one
+and `keys` (attention keys those tokens read): what `swe_rlvr.compute` turns into FLOPs. Totals
+are summed per name for the whole process, so spans in concurrent threads add up to busy time,
+not elapsed time. `delta(before, after)` gives one
 window's share. Names used in the package: `prefill`, `decode` (the `hf` engine), `old_logprobs`,
 `forward_backward`, `optimizer`, `checkpoint` (the trainer), `model_load` (both).
 

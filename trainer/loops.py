@@ -5,10 +5,11 @@
   cosine schedule.
 - `run_dapo`: old log-probs are recomputed with the current weights before the first update (the
   sampler's log-probs serve only the mismatch metric), or with `trainer.old_logprobs: sampler`
-  taken from the sampler where they are policy k's (`sampler_is_policy`), then `trainer.minibatches` optimiser steps
-  per epoch (Nebius: 1 epoch, LR 1e-6, grad clip 1.0, no KL). `algorithm.loss_agg` picks DAPO's
-  token mean, GRPO's sequence mean or Dr.GRPO's constant-length sum (`algorithm.name: grpo`
-  needs one of the latter two); SFT follows the same setting.
+  taken from the sampler where they are policy k's (`sampler_is_policy`), then
+  `trainer.minibatches` optimiser steps per epoch (Nebius: 1 epoch, LR 1e-6, grad clip 1.0, no
+  KL). `algorithm.loss_agg` picks DAPO's token mean, GRPO's sequence mean or Dr.GRPO's
+  constant-length sum (`algorithm.name: grpo` needs one of the latter two); SFT follows the same
+  setting.
 - `run_dpo`: Agent-RLVR, SFT warm-up on the chosen (guided, resolved) episodes, then DPO on the
   (chosen, rejected) pairs against the warmed-up model as reference, at `trainer.lr`.
 Guidance is stripped from the context unless `guidance.mode` is `keep`, and every episode loses
