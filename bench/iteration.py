@@ -91,19 +91,28 @@ def warm_policy(cfg, base: str) -> str:
     return policy
 
 
-def span_flops(shape, name: str, t: dict) -> float:
+def span_flops(shape, name: str, t) -> float:
+    """FLOPs of span `name`'s work `t` (a `swe_rlvr.spans.Total`): a training pass or a forward."""
     from swe_rlvr.compute import forward_flops, training_flops
     flops = training_flops if name in TRAINING else forward_flops
-    return flops(shape, t["tokens"], t["logits"], t["keys"])
+    return flops(shape, t.tokens, t.logits, t.keys)
+
+
+def work(manifest: dict) -> dict:
+    """A stage manifest's spans as `swe_rlvr.spans.Total`s."""
+    from swe_rlvr.spans import Total
+    return {name: Total(**t) for name, t in manifest.get("spans", {}).items()}
 
 
 def stage_rows(manifests: dict, shape, rate: float) -> list[dict]:
     """Per stage: wall, peak RSS, tokens, FLOPs of the necessary work and its minimum time."""
     rows = []
     for name, m in sorted(manifests.items(), key=lambda kv: kv[1]["finished_at"]):
-        work = m.get("spans", {})
-        needed = sum(span_flops(shape, k, t) for k, t in work.items() if k in GENERATION + TRAINING)
-        tokens = sum(t["tokens"] for k, t in work.items() if k in GENERATION + TRAINING + FORWARD_ONLY)
+        spans_ = work(m)
+        needed = sum(span_flops(shape, k, t) for k, t in spans_.items()
+                     if k in GENERATION + TRAINING)
+        tokens = sum(t.tokens for k, t in spans_.items()
+                     if k in GENERATION + TRAINING + FORWARD_ONLY)
         rows.append({"stage": name, "wall_s": m["wall_s"], "peak_rss_mb": m.get("peak_rss_mb", 0.0),
                      "tokens": tokens, "gflop": needed / 1e9, "min_s": needed / rate})
     return rows
@@ -111,21 +120,19 @@ def stage_rows(manifests: dict, shape, rate: float) -> list[dict]:
 
 def span_rows(manifests_by_flow: dict, shape, rate: float, exec_s: float) -> list[dict]:
     """Per span name, summed over every stage: busy seconds, calls, tokens, FLOPs, tokens/s."""
-    sums: dict[str, dict] = {}
+    from swe_rlvr.spans import Total
+    sums: dict[str, Total] = {}
     for manifests in manifests_by_flow.values():
         for m in manifests.values():
-            for name, t in m.get("spans", {}).items():
-                acc = sums.setdefault(name, {"seconds": 0.0, "calls": 0, "tokens": 0,
-                                             "logits": 0, "keys": 0})
-                for key in acc:
-                    acc[key] += t[key]
+            for name, t in work(m).items():
+                sums[name] = sums.get(name, Total()).plus(t)
     rows = []
     for name in sorted(sums, key=lambda n: SPAN_ORDER.index(n) if n in SPAN_ORDER else 99):
         t = sums[name]
-        flops = span_flops(shape, name, t) if t["tokens"] else 0.0
-        rows.append({"span": name, "busy_s": t["seconds"], "calls": t["calls"],
-                     "tokens": t["tokens"], "gflop": flops / 1e9, "min_s": flops / rate,
-                     "tok_s": t["tokens"] / t["seconds"] if t["seconds"] else 0.0})
+        flops = span_flops(shape, name, t) if t.tokens else 0.0
+        rows.append({"span": name, "busy_s": t.seconds, "calls": t.calls, "tokens": t.tokens,
+                     "gflop": flops / 1e9, "min_s": flops / rate,
+                     "tok_s": t.tokens / t.seconds if t.seconds else 0.0})
     rows.append({"span": "sandbox commands", "busy_s": exec_s, "calls": 0, "tokens": 0,
                  "gflop": 0.0, "min_s": 0.0, "tok_s": 0.0})
     return rows

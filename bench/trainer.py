@@ -295,8 +295,8 @@ def useful_flops(model, rows) -> float:
     """6 N_nonembed T + 6 d V A (head on actions only) + 12 layers d keys (causal attention), as
     `swe_rlvr.compute.training_flops` counts a training pass."""
     from swe_rlvr.compute import Shape, training_flops
-    return sum(training_flops(Shape.of(model), r.num_tokens, r.num_actions, r.attended_keys)
-               for r in rows)
+    shape = Shape.of(model)
+    return sum(training_flops(shape, r.num_tokens, r.num_actions, r.attended_keys) for r in rows)
 
 
 def peak_flops(args: argparse.Namespace) -> float:

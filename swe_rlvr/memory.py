@@ -23,9 +23,11 @@ CPU side only).
 from __future__ import annotations
 
 import ctypes
+import functools
 import gc
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from swe_rlvr.compute import Shape
 
@@ -156,7 +158,14 @@ FIXES = {
 
 
 def model_dims(model_dir: str) -> ModelDims:
-    """The dims of the HF model in `model_dir`, from its config alone (no weights are read)."""
+    """The dims of the HF model in `model_dir`, from its config alone (no weights are read); built
+    once per config file and version (a run checks them in the CLI and again in its flow)."""
+    config = Path(model_dir) / "config.json"
+    return _model_dims(str(config.parent.resolve()), config.stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=8)
+def _model_dims(model_dir: str, _mtime_ns: int) -> ModelDims:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
     with torch.device("meta"):

@@ -39,9 +39,11 @@ class Total:
     keys: int = 0
 
     def minus(self, other: "Total") -> "Total":
-        return Total(self.seconds - other.seconds, self.calls - other.calls,
-                     self.tokens - other.tokens, self.logits - other.logits,
-                     self.keys - other.keys)
+        return self.plus(other, sign=-1)
+
+    def plus(self, other: "Total", sign: int = 1) -> "Total":
+        return Total(*(a + sign * b for a, b in zip(dataclasses.astuple(self),
+                                                    dataclasses.astuple(other))))
 
 
 @dataclass
@@ -137,9 +139,11 @@ class _Sampler:
     def _run(self) -> None:
         while True:
             time.sleep(SAMPLE_S)
-            mb = rss_mb()
             with _lock:
-                for w in self.open.values():
+                windows = list(self.open.values())
+            if windows:                                # no /proc read while nothing is measured
+                mb = rss_mb()
+                for w in windows:
                     w.see(mb)
 
 
