@@ -2,7 +2,8 @@
 
 `preflight(cfg)` collects every problem it finds (a missing model or instance file, an
 unreachable MLflow server, a Prefect API that is down, an unknown task runner, eval.k or
-eval.best_of_k > eval.runs, an estimated peak memory above what the machine has free) and raises
+eval.best_of_k > eval.runs, an estimated peak memory above what the machine has free, a
+`models:/` engine.model the MLflow registry does not hold) and raises
 one `PreflightError` listing them all, so a misconfigured run fails in a second instead of after
 an hour of rollouts. A wrong config key never gets this
 far: `load_config` already refuses it, listing the valid keys.
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from swe_rlvr.config import Config, ConfigError
 
-LOCAL_ENGINES = ("hf", "vllm", "scripted")
+LOCAL_ENGINES = ("hf", "vllm", "vllm-server", "auto", "scripted")
 """Engines that load `engine.model` from a local directory (and that the trainer updates)."""
 
 
@@ -59,10 +60,22 @@ def _model(cfg: Config) -> str:
            "engine.model=<HF model directory>")
     if not model:
         return f"engine.model is empty; {fix}."
+    if model.startswith("models:/"):
+        return _registered(cfg, model)
     if not Path(model).is_dir():
         return f"engine.model {model!r} does not exist; {fix}."
     if not (Path(model) / "config.json").exists():
         return f"engine.model {model!r} has no config.json, so it is not an HF model directory; {fix}."
+    return ""
+
+
+def _registered(cfg: Config, uri: str) -> str:
+    """A `models:/` engine.model names a version in the registry (the flow downloads it)."""
+    from tasks.registry import model_version
+    try:
+        model_version(cfg, uri)
+    except ConfigError as exc:
+        return str(exc)
     return ""
 
 
@@ -77,7 +90,7 @@ def _memory(cfg: Config, trains: bool) -> str:
         dims = memory.model_dims(cfg.engine.model)
     except (OSError, ValueError, KeyError, ImportError):   # an architecture transformers lacks:
         return ""                                          # the engine's own load will say so
-    engine_here = cfg.engine.name == "hf" and pick_device(cfg.engine.device).type == "cpu"
+    engine_here = cfg.engine.name in ("hf", "auto") and pick_device(cfg.engine.device).type == "cpu"
     trainer_here = trains and pick_device(cfg.trainer.device).type == "cpu"
     est = memory.estimate(cfg, dims, memory.engine_dtype_bytes(cfg.engine.dtype),
                           head_chunk_rows(dims.shape.vocab), engine_here, trainer_here)

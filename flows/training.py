@@ -20,12 +20,13 @@ from flows.warmup import expert_warmup
 from swe_rlvr.config import Config, load_config
 from tasks.report import summarize, track_step, tracked_run
 from tasks.store import join
+from tasks.registry import resolve_model
 from tasks.tracking import tracking_uri
 from tasks.verifier import verifier_dir
 
 
 def _config(config: str | None, overrides: list[str] | None, trains: bool = True) -> Config:
-    cfg = load_config(config, list(overrides or []))
+    cfg = resolve_model(load_config(config, list(overrides or [])))  # models:/ -> a local copy
     preflight(cfg, check_prefect=False, trains=trains)  # the API is up: this flow runs on it
     return cfg
 
@@ -57,7 +58,7 @@ def train_flow(config: str | None = None, overrides: list[str] | None = None) ->
             policy, verifier = checkpoints[-1], verifier_dir(run_dir, k)
         last = cfg.orchestration.iterations
         evaluate(cfg, run_dir, last, policy, verifier)
-        steps[last] = track_step(cfg, run_id, run_dir, last, policy)
+        steps[last] = track_step(cfg, run_id, run_dir, last, policy, final=True)
         summarize(cfg, run_id, run_dir, steps, "train")
     return RunResult(run_dir, run_id, tracking_uri(cfg), policy, steps, checkpoints, base)
 
@@ -70,7 +71,7 @@ def rft_flow(config: str | None = None, overrides: list[str] | None = None) -> R
     with tracked_run(cfg, run_dir) as run_id:
         policy = rft_warmup.with_options(task_runner=runner)(cfg, run_dir, cfg.engine.model)
         evaluate_policy.with_options(task_runner=runner)(cfg, run_dir, 0, policy)
-        steps = {0: track_step(cfg, run_id, run_dir, 0, policy)}
+        steps = {0: track_step(cfg, run_id, run_dir, 0, policy, final=True)}
         summarize(cfg, run_id, run_dir, steps, "rft")
     return RunResult(run_dir, run_id, tracking_uri(cfg), policy, steps, [policy])
 

@@ -30,7 +30,7 @@ WorkingCopy = Literal["auto", "overlay", "copy"]
 
 Scaffold = Literal["swe-agent", "bash"]
 """`agent.tools.SCAFFOLDS`."""
-EngineName = Literal["hf", "vllm", "openai",
+EngineName = Literal["hf", "vllm", "openai", "vllm-server", "auto",
                      "scripted", "scripted:gold", "scripted:cheat", "scripted:format_error",
                      "scripted:weak", "scripted:coin"]
 """`agent.engines.ENGINES`, or the package's scripted policy (`agent.scripted`; "scripted" is its
@@ -73,3 +73,5 @@ ExpertStyle = Literal["splice", "explore", "sed"]
 """Expert trajectories of the warm-up (`agent.expert.make_expert`)."""
 TaskRunner = Literal["threads", "ray"]
 """`flows.runners.TASK_RUNNERS`."""
+RayAuthMode = Literal["disabled", "token"]
+"""Ray's `RAY_AUTH_MODE` (`flows.runners.connect_ray`)."""

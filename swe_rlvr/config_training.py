@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from swe_rlvr.config_choices import (
     Advantage, Algorithm, Compile, Device, ExpertStyle, LossAgg, Objective, OldLogprobs, Schedule,
-    TaskRunner, TrainerEngine,
+    RayAuthMode, TaskRunner, TrainerEngine,
 )
 
 
@@ -135,7 +135,12 @@ class TrainerConfig:
 @dataclass(frozen=True)
 class EvalConfig:
     split: str = "test"
-    """Held-out split for pass@1."""
+    """Held-out split for pass@1: train, test, dev, or all (every instance of the source, e.g. of
+    a file whose records carry no split)."""
+    share_train_instances: bool = False
+    """Allow evaluation and training to draw the same instances (eval.split equal to
+    instances.train_split, or either one `all`). Off, such a training run is refused: pass@1 on
+    instances the policy trained on overstates it. Evaluation alone never needs it."""
     runs: int = 3
     """Independent runs; pass@1 is their mean +- SEM."""
     k: int = 3
@@ -177,7 +182,18 @@ class TrackingConfig:
     log_artifacts: bool = True
     """Log each iteration's Parquet files and the progress plot to MLflow."""
     log_checkpoints: bool = True
-    """Log each new policy checkpoint as an artifact and register it as a model version."""
+    """Log each new policy checkpoint as an MLflow transformers model and register it as a model
+    version."""
+    promote_best: bool = True
+    """At registration, a version whose pass@1 beats the champion's recorded pass@1 takes alias
+    champion. The retrain flow turns it off and decides on both policies evaluated on the same
+    instances and seeds instead (`champion_margin_sems`)."""
+    champion_margin_sems: float = 1.0
+    """Retraining moves alias champion only when the new policy's pass@1 exceeds the champion's
+    by this many of the champion's SEMs (project default: one SEM, so noise does not promote)."""
+    register_final: bool = False
+    """Log and register the run's final policy even when log_checkpoints is off (one checkpoint
+    in MLflow, not one per iteration), so `models:/<registered_model>@champion` exists."""
     artifact_location: str = ""
     """Artifact root of a new experiment ("" = <run_root>/mlartifacts for a local store)."""
 
@@ -224,7 +240,21 @@ class OrchestrationConfig:
     max_workers: int = 4
     """Concurrent episodes / gradings."""
     ray_address: str = ""
-    """Ray cluster address ("" = start a local one)."""
+    """Ray cluster address ("" = the RAY_ADDRESS variable, else one local cluster for the whole
+    run, on 127.0.0.1 with its own temp dir and no dashboard)."""
+    ray_auth_mode: RayAuthMode = "disabled"
+    """Ray's RAY_AUTH_MODE, set explicitly so that a `~/.ray/auth_token` left by an earlier run
+    cannot switch it. token: the cluster's token comes from RAY_AUTH_TOKEN or
+    RAY_AUTH_TOKEN_PATH (a local cluster gets a fresh one in its temp dir)."""
+    ray_num_cpus: int = 0
+    """CPUs of the local Ray cluster (0 = all of this machine's)."""
+    shards: int = 0
+    """Ray tasks that rollout and validate split their instances / episodes into when the Ray
+    runner is on (0 = one per `shard_cpus` CPUs of the cluster; 1 = no fan-out)."""
+    shard_cpus: float = 1.0
+    """Ray `num_cpus` reserved by each shard."""
+    shard_retries: int = 3
+    """Ray `max_retries` of a shard whose worker died (the shard is rerun whole)."""
     retries: int = 2
     """Retries of a task that failed on infrastructure (never of a config or value error)."""
     retry_delay_s: float = 10.0

@@ -4,10 +4,14 @@ A stage task is decorated with `stage_task(name)`: retries only on infrastructur
 persisted and cached under `ArtifactInputs` (content hashes of input artifacts + the frozen
 config). Its body starts with `finished(...)`: when the stage's manifest already records the same
 input key, the task returns the recorded output without doing the work again.
+
+What a stage did is said once, from its manifest (`announce`): one line per finished or reused
+stage in the Prefect run log (`run_logger`), so the UI shows the same facts the manifest records.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable
 
 from prefect import task
@@ -42,4 +46,35 @@ def finished(run_dir: str, iteration: int, stage: str, **inputs: Any) -> tuple[s
     """(input key, primary output URL if the stage already finished on these inputs, else None)."""
     key = input_key(stage, inputs)
     done = store.Stage(iter_dir(run_dir, iteration), stage, key).manifest()
+    if done:
+        announce(done, reused=True)
     return key, (done["outputs"]["main"]["url"] if done else None)
+
+
+def run_logger() -> logging.Logger | logging.LoggerAdapter:
+    """Prefect's logger of the current task or flow run (its lines show in the UI), else this
+    module's logger (a task called as `task.fn(...)`, a library call outside any flow)."""
+    from prefect.exceptions import MissingContextError
+    from prefect.logging import get_run_logger
+    try:
+        return get_run_logger()
+    except MissingContextError:
+        return logging.getLogger(__name__)
+
+
+def manifest_line(manifest: dict) -> str:
+    """One line of what a stage did: each output (its rows or sealed directory, where it lies),
+    wall time and peak RSS, e.g. `rollouts: main 16 rows -> runs/a/iter_0/rollouts.parquet; ...`."""
+    outputs = "; ".join(f"{name} {_size(out)}-> {out['url']}"
+                        for name, out in manifest.get("outputs", {}).items())
+    return (f"{manifest['stage']}: {outputs or 'no outputs'}; {manifest.get('wall_s', 0.0):.1f} s, "
+            f"peak RSS {manifest.get('peak_rss_mb', 0.0):.0f} MB")
+
+
+def _size(output: dict) -> str:
+    return f"{output['rows']} rows " if "rows" in output else ""
+
+
+def announce(manifest: dict, reused: bool = False) -> None:
+    """Log `manifest_line` of a stage that just finished (or was reused from an earlier run)."""
+    run_logger().info(("reused " if reused else "") + manifest_line(manifest))

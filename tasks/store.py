@@ -193,10 +193,12 @@ def stage(iter_dir: str, name: str, input_key: str) -> Iterator[Stage]:
             memory.release()
         wall = time.perf_counter() - start
         work = {k: dataclasses.asdict(v) for k, v in spans.delta(before, spans.totals()).items()}
-        write_json(st.manifest_url, {"stage": name, "input_key": input_key,
-                                     "outputs": st.outputs, "wall_s": wall,
-                                     "peak_rss_mb": rss.peak_mb, "spans": work,
-                                     "finished_at": time.time(), **st.info})
+        manifest = {"stage": name, "input_key": input_key, "outputs": st.outputs, "wall_s": wall,
+                    "peak_rss_mb": rss.peak_mb, "spans": work, "finished_at": time.time(),
+                    **st.info}
+        write_json(st.manifest_url, manifest)
+        from tasks.stage import announce  # tasks.stage imports this module
+        announce(manifest)
     finally:
         fs, path = fs_and_path(running)
         fs.rm(path)

@@ -3,21 +3,25 @@
 - The run's id is kept in `<run_dir>/mlflow_run.json`, so a resumed training run keeps logging to
   the same MLflow run; each iteration's logging is marked done (`_tracking/iter_<k>.json`) so a
   resume never logs a step twice.
-- Params: the whole config, flattened (`swe_rlvr.config.flatten`).
+- Params: the whole config, flattened (`swe_rlvr.config.flatten`). Tags: the Prefect flow run that
+  last opened the run (id, and its UI URL when one is configured) and the git commit of the code
+  (`mlflow.source.git.commit`, left out outside a git checkout). The experiment is tagged
+  `mlflow.experimentKind=custom_model_development`, so the MLflow 3 UI opens it as model training
+  rather than as a GenAI app.
 - Metrics per iteration: pass@1 ± SEM and pass@k (when evaluated; best@k beside them when a
   verifier reranked the evaluation, `best<k>`), train resolve rate, guided
   recovery rate, zero-advantage group fraction, mean turns, format-error and submit rates, mean
   reward, loss, clip fractions, entropy, sampler mismatch, tokens/s and each stage's wall time.
 - Artifacts: each iteration's Parquet files, its checkpoint, and `plots/progress.png` (pass@1 and
   mean reward per iteration).
-- Registry: every checkpoint becomes a version of `tracking.registered_model` with alias
-  `candidate`; a new best pass@1 also takes alias `champion`.
+- Registry, retraining decisions and `models:/` URIs: `tasks.registry`.
 The default store is SQLite under the run root with the artifact location beside it; a team
 server (`infra/docker-compose.yml`) is one `tracking.mlflow_uri` away.
 """
 
 from __future__ import annotations
 
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -26,12 +30,19 @@ from typing import Any
 from swe_rlvr.config import Config, flatten
 from swe_rlvr.artifacts import outcomes
 from tasks import metrics, store
+from tasks.stage import run_logger
 
 RUN_FILE = "mlflow_run.json"
 PLOT = "plots/progress.png"
 PARQUETS = ("instances", "rollouts", "validations", "guidance", "rollouts_guided",
             "validations_guided", "rewards", "train_metrics", "eval_instances", "eval_rollouts",
             "eval_validations", "eval")
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+"""The value the MLflow 3 UI reads to show runs, metrics and models instead of traces."""
+STEP_LINE = (("train_episodes", "{:.0f} episodes"), ("train_resolve_rate", "resolve rate {:.3f}"),
+             ("guided_recovery_rate", "guided recovery {:.3f}"), ("loss", "loss {:.4g}"),
+             ("tokens_per_s", "{:.0f} trained tokens/s"),
+             ("gen_tokens_per_s", "{:.0f} sampled tokens/s"))
 
 
 def _local_root(cfg: Config) -> Path | None:
@@ -67,10 +78,38 @@ def client(cfg: Config) -> Any:
 
 
 def experiment_id(mlc: Any, cfg: Config) -> str:
+    """The experiment's id (created on first use), tagged as model training unless a kind is set."""
     exp = mlc.get_experiment_by_name(cfg.tracking.experiment)
-    if exp is not None:
-        return exp.experiment_id
-    return mlc.create_experiment(cfg.tracking.experiment, artifact_location=artifact_location(cfg))
+    if exp is None:
+        return mlc.create_experiment(cfg.tracking.experiment, tags=EXPERIMENT_KIND,
+                                     artifact_location=artifact_location(cfg))
+    for key, value in EXPERIMENT_KIND.items():
+        if key not in exp.tags:
+            mlc.set_experiment_tag(exp.experiment_id, key, value)
+    return exp.experiment_id
+
+
+def run_tags() -> dict[str, str]:
+    """Where this run comes from: the Prefect flow run (id; UI URL when PREFECT_UI_URL is known)
+    and the git commit of this checkout (tags left out when unknown)."""
+    from prefect.runtime import flow_run
+    from prefect.utilities.urls import url_for
+    flow_run_id = flow_run.id
+    tags = {"prefect.flow_run_id": flow_run_id or "",
+            "prefect.flow_run_url": (url_for("flow-run", obj_id=flow_run_id) or "")
+            if flow_run_id else "",
+            "mlflow.source.git.commit": git_commit()}
+    return {k: v for k, v in tags.items() if v}
+
+
+def git_commit(where: Path = Path(__file__).parent) -> str:
+    """`git rev-parse HEAD` of the checkout holding this code; "" outside one."""
+    try:
+        done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True,
+                              text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
 
 
 def open_run(cfg: Config, run_dir: str) -> str:
@@ -79,10 +118,12 @@ def open_run(cfg: Config, run_dir: str) -> str:
     mlc = client(cfg)
     if saved and saved.get("tracking_uri") == tracking_uri(cfg):
         mlc.update_run(saved["run_id"], status="RUNNING")
+        for key, value in run_tags().items():   # the flow run that resumes it
+            mlc.set_tag(saved["run_id"], key, value)
         return saved["run_id"]
     from mlflow.entities import Param
     run = mlc.create_run(experiment_id(mlc, cfg), run_name=run_dir.rstrip("/").rsplit("/", 1)[-1],
-                         tags={"swe_rlvr.run_dir": run_dir})
+                         tags={"swe_rlvr.run_dir": run_dir, **run_tags()})
     params = [Param(k, str(v)[:6000]) for k, v in sorted(flatten(cfg).items())]
     for i in range(0, len(params), 100):
         mlc.log_batch(run.info.run_id, params=params[i:i + 100])
@@ -126,12 +167,13 @@ def _recovery(episodes: list, guidance: list[dict]) -> dict[str, float]:
 
 
 def log_step(cfg: Config, run_id: str, run_dir: str, step: int, policy_dir: str = "",
-             prefix: str = "") -> dict[str, float]:
+             prefix: str = "", final: bool = False) -> dict[str, float]:
     """Log `iter_<step>`'s metrics at `step` and its artifacts, once; returns the metrics.
 
     Step k holds the evaluation of policy k and the training of iteration k (policy k -> k+1).
     `policy_dir`, when it is a sealed checkpoint this run trained, is policy k: it is logged and
-    registered with its pass@1. `prefix` names a side evaluation logged into the same run (the
+    registered with its pass@1 (with tracking.log_checkpoints, or when `final` with
+    tracking.register_final). `prefix` names a side evaluation logged into the same run (the
     `base_` model evaluated before the warm-ups): it prefixes the metric and artifact names.
     """
     marker = store.join(run_dir, "_tracking", f"step_{step}.json")
@@ -149,10 +191,28 @@ def log_step(cfg: Config, run_id: str, run_dir: str, step: int, policy_dir: str 
         _log_files(mlc, run_id, run_dir, step, prefix.rstrip("_"))
         _plot(mlc, run_id)
     registered = {}
-    if policy_dir and cfg.tracking.log_checkpoints and store.is_sealed(policy_dir):
-        registered = _register(cfg, mlc, run_id, run_dir, step, policy_dir, values.get("pass1"))
+    registers = cfg.tracking.log_checkpoints or (final and cfg.tracking.register_final)
+    if policy_dir and registers and store.is_sealed(policy_dir):
+        from tasks.registry import register
+        registered = register(cfg, mlc, run_id, run_dir, step, policy_dir, values.get("pass1"))
     store.write_json(marker, {"metrics": values, "registered": registered})
+    run_logger().info(step_line(step, values, policy_dir, registered, prefix))
     return values
+
+
+def step_line(step: int, values: dict[str, float], policy_dir: str = "",
+              registered: dict | None = None, prefix: str = "") -> str:
+    """One line of what step k logged: pass@1, episodes, resolve rate, loss, tokens/s, and the
+    policy's checkpoint (with its registered version when there is one)."""
+    parts = [f"pass@1 {values['pass1']:.3f} ± {values.get('pass1_sem', 0.0):.3f}"
+             ] if "pass1" in values else []
+    parts += [fmt.format(values[key]) for key, fmt in STEP_LINE if key in values]
+    if policy_dir:
+        parts.append(f"policy {policy_dir}")
+    if registered:
+        parts.append(f"registered as version {registered['version']} "
+                     f"({', '.join(registered['aliases'])})")
+    return f"{prefix}step {step}: " + (", ".join(parts) or "nothing evaluated or trained")
 
 
 def _log_files(mlc: Any, run_id: str, run_dir: str, iteration: int, folder: str = "") -> None:
@@ -191,39 +251,6 @@ def _plot(mlc: Any, run_id: str) -> None:
     fig.tight_layout()
     mlc.log_figure(run_id, fig, PLOT)
     plt.close(fig)
-
-
-def _register(cfg: Config, mlc: Any, run_id: str, run_dir: str, step: int, ckpt: str,
-              pass1: float | None) -> dict:
-    """Log policy `step`'s checkpoint and register it: alias candidate, and champion if best."""
-    path = f"checkpoints/policy_{step}"
-    mlc.log_artifacts(run_id, _local(ckpt), path)
-    name = cfg.tracking.registered_model
-    from mlflow.exceptions import MlflowException
-    try:
-        mlc.create_registered_model(name)
-    except MlflowException:
-        pass  # already registered
-    source = f"{mlc.get_run(run_id).info.artifact_uri}/{path}"
-    tags = {"policy_version": str(step), "run_dir": run_dir}
-    if pass1 is not None:
-        tags["pass1"] = str(pass1)
-    version = mlc.create_model_version(name, source, run_id=run_id, tags=tags).version
-    mlc.set_registered_model_alias(name, "candidate", version)
-    aliases = ["candidate"]
-    if pass1 is not None and pass1 > _champion_pass1(mlc, name):
-        mlc.set_registered_model_alias(name, "champion", version)
-        aliases.append("champion")
-    return {"version": str(version), "aliases": aliases}
-
-
-def _champion_pass1(mlc: Any, name: str) -> float:
-    from mlflow.exceptions import MlflowException
-    try:
-        mv = mlc.get_model_version_by_alias(name, "champion")
-    except MlflowException:
-        return float("-inf")
-    return float(mv.tags.get("pass1", "-inf"))
 
 
 def close_run(cfg: Config, run_id: str, status: str = "FINISHED") -> None:

@@ -15,6 +15,8 @@ import pytest
 _PREFECT_HOME = tempfile.mkdtemp(prefix="swe-rlvr-test-prefect-")
 os.environ["PREFECT_HOME"] = _PREFECT_HOME
 os.environ.pop("PREFECT_API_URL", None)
+# Its start-up (migrations on a fresh database) can take over Prefect's 20 s default on 2 busy cores.
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
 atexit.register(shutil.rmtree, _PREFECT_HOME, ignore_errors=True)
 
 

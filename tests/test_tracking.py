@@ -3,7 +3,7 @@ the registry's `candidate` and `champion` aliases, and no double logging on resu
 
 from __future__ import annotations
 
-import os
+import shutil
 
 import pytest
 
@@ -19,17 +19,15 @@ def _eval_rows(resolved: list[list[bool]]) -> list[dict]:
             for i, runs in enumerate(resolved) for r, ok in enumerate(runs)]
 
 
-def _checkpoint(run_dir: str, name: str) -> str:
-    ckpt = store.join(run_dir, name, "checkpoint")
-    os.makedirs(ckpt, exist_ok=True)
-    with open(f"{ckpt}/config.json", "w") as fh:
-        fh.write('{"name": "%s"}' % name)
-    store.seal_dir(ckpt)
-    return ckpt
+def _checkpoint(run_dir: str, name: str, model_dir) -> str:
+    """A sealed copy of the tiny model as iteration `name`'s checkpoint."""
+    ckpt = shutil.copytree(model_dir, store.join(run_dir, name, "checkpoint"))
+    store.seal_dir(str(ckpt))
+    return str(ckpt)
 
 
 @pytest.fixture(scope="module")
-def tracked(tmp_path_factory):
+def tracked(tmp_path_factory, tiny_model_dir):
     root = tmp_path_factory.mktemp("runs")
     cfg = load_config(None, [f"orchestration.run_root={root}", "eval.k=2"])
     run_dir = store.join(str(root), "run-a")
@@ -39,7 +37,7 @@ def tracked(tmp_path_factory):
         store.write_table(store.join(run_dir, f"iter_{step}", "eval.parquet"), "eval",
                           _eval_rows(grid))
     run_id = tracking.open_run(cfg, run_dir)
-    policies = [_checkpoint(run_dir, f"iter_{k}") for k in range(3)]
+    policies = [_checkpoint(run_dir, f"iter_{k}", tiny_model_dir) for k in range(3)]
     logged = {k: tracking.log_step(cfg, run_id, run_dir, k, policies[k]) for k in range(3)}
     return cfg, run_dir, run_id, logged
 
@@ -72,7 +70,8 @@ def test_artifacts_and_plot_are_logged(tracked):
     assert [f.path for f in mlc.list_artifacts(run_id, "iter_1")] == ["iter_1/eval.parquet"]
     assert [f.path for f in mlc.list_artifacts(run_id, "plots")] == ["plots/progress.png"]
     assert {f.path for f in mlc.list_artifacts(run_id, "checkpoints/policy_1")} >= {
-        "checkpoints/policy_1/config.json"}
+        "checkpoints/policy_1/MLmodel", "checkpoints/policy_1/model",
+        "checkpoints/policy_1/components"}                  # MLflow's transformers flavor
     assert tracking.tracking_uri(cfg).startswith("sqlite:///")
     assert "mlartifacts" in mlc.get_run(run_id).info.artifact_uri
 
