@@ -2,13 +2,17 @@
 
     swe-rlvr train --config configs/quickstart.yaml algorithm.clip_high=0.3 orchestration.iterations=4
     swe-rlvr evaluate --config configs/quickstart.yaml --model runs/x/iter_1/checkpoint --split test
+    swe-rlvr evaluate instances.source=swebench_lite.parquet --split all   # a file without splits
     swe-rlvr rft --config configs/quickstart.yaml
     swe-rlvr serve --config configs/quickstart.yaml      # on-demand + cron deployments, this process
     swe-rlvr deploy --config configs/quickstart.yaml     # register them for a work pool
     swe-rlvr quickstart                                  # build SmolLM2 if needed, then train
+                                                         # (its config: --config, or the checkout's)
 
 Every command checks the config first (`flows.preflight`) and prints one line naming the fix when
-something is wrong. Prefect, MLflow and the flows are imported inside the handlers.
+something is wrong; a run that fails later prints its failed stage, the run directory and the
+Prefect flow run (`flows.api.RunFailed`). Prefect, MLflow and the flows are imported inside the
+handlers.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import argparse
 import json
 
 QUICKSTART_CONFIG = "configs/quickstart.yaml"
+"""The quickstart's recipe, relative to the repository root (the package's parent)."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         cmd = _with_config(sub.add_parser(name, help=text))
         if name == "evaluate":
             cmd.add_argument("--model", default="", help="HF model directory (default engine.model)")
-            cmd.add_argument("--split", default="", help="instance split (default eval.split)")
+            cmd.add_argument("--split", default=None, help="instance split: train, test, dev or "
+                             "all (every instance; default eval.split)")
             cmd.add_argument("--verifier", default="", help="trained verifier directory (a run's "
                              "iter_<k>/verifier) for best@k; needs eval.best_of_k > 0")
         cmd.set_defaults(handler=handler)
@@ -35,9 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     serve.set_defaults(handler=_serve)
     deploy = _with_config(sub.add_parser("deploy", help="register the deployments for a work pool"))
     deploy.set_defaults(handler=_deploy)
-    quick = sub.add_parser("quickstart", help="build SmolLM2-135M if needed, then train on CPU")
-    quick.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotted config overrides")
-    quick.add_argument("--json", action="store_true", help="print the result as JSON")
+    quick = _with_config(sub.add_parser(
+        "quickstart", help="build SmolLM2-135M if needed, then train on CPU"))
     quick.set_defaults(handler=_quickstart)
 
 
@@ -108,13 +113,13 @@ def _checked(args: argparse.Namespace):
 
 def _serve(args: argparse.Namespace) -> int:
     from flows.deployments import serve
-    serve(args.config, _checked(args), limit=args.limit)
+    serve(args.config, _checked(args), limit=args.limit, overrides=args.overrides)
     return 0
 
 
 def _deploy(args: argparse.Namespace) -> int:
     from flows.deployments import deploy
-    for deployment_id in deploy(args.config, _checked(args)):
+    for deployment_id in deploy(args.config, _checked(args), overrides=args.overrides):
         print(deployment_id)
     return 0
 
@@ -123,10 +128,22 @@ def _quickstart(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from swe_rlvr.config import load_config
-    model = load_config(QUICKSTART_CONFIG, args.overrides).engine.model
+    config = args.config or quickstart_config()
+    model = load_config(config, args.overrides).engine.model
     if model and not (Path(model) / "config.json").exists():
         from agent.models import convert_smollm2
         print(f"building {model} (SmolLM2-135M-Instruct, once)")
         convert_smollm2(model)
     from flows.api import train
-    return _print(train(QUICKSTART_CONFIG, args.overrides), args.json)
+    return _print(train(config, args.overrides), args.json)
+
+
+def quickstart_config() -> str:
+    """configs/quickstart.yaml of this checkout, wherever the command runs from."""
+    from pathlib import Path
+    path = Path(__file__).resolve().parent.parent / QUICKSTART_CONFIG
+    if not path.is_file():
+        from swe_rlvr.config import ConfigError
+        raise ConfigError(f"{QUICKSTART_CONFIG} is not in this installation ({path} is missing); "
+                          f"pass --config <the quickstart YAML> from a checkout of the repository.")
+    return str(path)

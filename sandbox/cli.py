@@ -6,6 +6,10 @@ summary; `validations.parquet` beside them holds one VALIDATIONS row per graded 
 Re-grading under the same run id replaces that model's previous results, so nothing stale
 survives.
 
+`grade` takes the dotted config overrides every command takes (`sandbox.isolation=pgroup`; the
+old `--set KEY=VALUE` still works, with a warning) and grades every instance of the file that a
+prediction names (`--split` narrows them to one split; records without a split are in `all`).
+
 Bad input never destroys data, and `grade` writes and deletes only inside `<out>/<run_id>/`: each
 prediction row is checked on its own and a bad one is skipped (`sandbox.predictions`), and no path
 leaves the run directory, through a name or a symbolic link (`sandbox.grade_results`).
@@ -13,11 +17,13 @@ leaves the run directory, through a name or a symbolic link (`sandbox.grade_resu
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
 from sandbox.grade_results import results_dir, write_results
 from sandbox.predictions import SKIPPED_FILE, read_predictions, report_skipped
+from swe_rlvr.instances import ALL, in_split, split_problem
 
 
 def register(sub) -> None:
@@ -32,9 +38,13 @@ def register(sub) -> None:
     grade.add_argument("--out", default="runs/grading", help="output directory")
     grade.add_argument("--run-id", default="grade", help="results go to <out>/<run-id>/")
     grade.add_argument("--ids", nargs="*", default=(), help="only these instance ids")
+    grade.add_argument("--split", default=ALL, help="only instances of this split: train, test, "
+                                                    "dev or all (default: all)")
     grade.add_argument("--config", default=None, help="YAML config (its sandbox section applies)")
-    grade.add_argument("--set", dest="overrides", action="append", default=[],
-                       help="config override, e.g. sandbox.isolation=pgroup")
+    grade.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                       help="dotted config overrides, e.g. sandbox.isolation=pgroup")
+    grade.add_argument("--set", dest="legacy_overrides", action="append", default=[],
+                       help=argparse.SUPPRESS)  # deprecated: the positional KEY=VALUE
     grade.set_defaults(handler=grade_command)
 
     sandbox = sub.add_parser("sandbox", help="sandbox maintenance")
@@ -51,11 +61,18 @@ def register(sub) -> None:
 def grade_command(args) -> int:
     from sandbox.grading import grade_many
     from swe_rlvr.config import load_config
-    cfg = load_config(args.config, args.overrides)
+    if args.legacy_overrides:
+        print("warning: `grade --set KEY=VALUE` is deprecated; pass KEY=VALUE alone, as every "
+              "other command takes it", file=sys.stderr)
+    cfg = load_config(args.config, [*args.overrides, *args.legacy_overrides])
     sandbox_cfg = cfg.sandbox if args.backend is None else _with(cfg.sandbox, backend=args.backend)
     run_dir = results_dir(Path(args.out), args.run_id)
+    problem = split_problem(args.split, "--split")
+    if problem:
+        raise ValueError(problem)
     instances = {i.instance_id: i
-                 for i in load_instance_file(args.instances, cfg.instances.skip_invalid)}
+                 for i in load_instance_file(args.instances, cfg.instances.skip_invalid)
+                 if in_split(i, args.split)}
     predictions, skipped = read_predictions(args.predictions, instances, set(args.ids))
     report_skipped(args.predictions, skipped, run_dir)
     repos = args.repos or cfg.instances.repo_store or f"{cfg.orchestration.run_root}/.cache/repos"
@@ -143,7 +160,16 @@ def sweep_command(args) -> int:
     removed = sweep(sandbox_root(workdir), older_than=args.older_than)
     print(f"removed {len(removed)} working copies" + (f": {', '.join(removed)}" if removed else ""))
     print(_sweep_containers(args.older_than))
+    print(_sweep_prefect_servers())
     return 0
+
+
+def _sweep_prefect_servers() -> str:
+    """Ephemeral Prefect API servers whose run died (`flows.ephemeral`); no Prefect import."""
+    from flows.ephemeral import sweep_servers
+    stopped = sweep_servers()
+    return (f"stopped {len(stopped)} orphaned Prefect API servers"
+            + (f": pids {', '.join(map(str, stopped))}" if stopped else ""))
 
 
 def _sweep_containers(older_than: float | None) -> str:

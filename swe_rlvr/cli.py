@@ -23,6 +23,21 @@ COMMAND_GROUPS: dict[str, str] = {
 }
 
 
+class CommandError(Exception):
+    """A failure whose message says everything the user needs (its cause, the fix, where to look):
+    the CLI prints the message alone and keeps the traceback for `-v`."""
+
+
+class _BriefFormatter(logging.Formatter):
+    """Log lines without the tracebacks attached to them (Prefect logs one per failed flow run);
+    the error's own message follows at the end, and `-v` shows them all."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        brief = logging.makeLogRecord(record.__dict__)  # other handlers still see the traceback
+        brief.exc_info, brief.exc_text, brief.stack_info = None, None, None
+        return super().format(brief)
+
+
 CHATTY_LOGGERS = ("httpx", "httpcore", "urllib3", "filelock", "alembic", "docker")
 """Libraries whose INFO lines are noise at the CLI; `-v` shows them again."""
 
@@ -49,21 +64,29 @@ def main(argv: list[str] | None = None) -> int:
     # machine is offline (training boxes often are); set it to true to opt back in.
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
-    if not args.verbose:  # one line per API call to Prefect's server drowns the run's own log
-        for name in CHATTY_LOGGERS:
-            logging.getLogger(name).setLevel(logging.WARNING)
+    _log_setup(args.verbose)
     try:
         return int(args.handler(args) or 0)
     except KeyboardInterrupt:
         return 130
-    except Exception as exc:  # noqa: BLE001 - the CLI boundary: one clear line, not a traceback
+    except Exception as exc:  # noqa: BLE001 - the CLI boundary: one clear message, not a traceback
         from swe_rlvr.config import ConfigError
-        if isinstance(exc, (ConfigError, FileNotFoundError, ValueError)) and not args.verbose:
+        explained = (CommandError, ConfigError, FileNotFoundError, ValueError)
+        if isinstance(exc, explained) and not args.verbose:
             print(f"error: {exc}", file=sys.stderr)
-            return 2
+            return 1 if isinstance(exc, CommandError) else 2
         raise
+
+
+def _log_setup(verbose: bool) -> None:
+    """INFO lines without tracebacks (DEBUG and everything with -v)."""
+    handler = logging.StreamHandler()
+    fmt, datefmt = "%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S"
+    handler.setFormatter((logging.Formatter if verbose else _BriefFormatter)(fmt, datefmt))
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler])
+    if not verbose:  # one line per API call to Prefect's server drowns the run's own log
+        for name in CHATTY_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)
 
 
 if __name__ == "__main__":

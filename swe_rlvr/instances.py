@@ -18,6 +18,9 @@ from swe_rlvr.patches import patch_files
 
 SOURCES = ("swe-bench", "swe-gym", "swe-rebench", "swe-smith", "internal", "builtin")
 SPLITS = ("", "train", "test", "dev")
+ALL = "all"
+"""The split name that selects every instance of a file, whatever split its records carry (plain
+SWE-bench, SWE-Gym and SWE-rebench files carry none)."""
 DIFFICULTIES = ("", "easy", "medium", "hard")
 DEFAULT_TEST_CMD = "python -m pytest -rA -p no:cacheprovider"
 MAX_NAME_BYTES = 120
@@ -51,6 +54,34 @@ def name_problem(name: str) -> str:
         return (f"is {shown}, {len(name.encode())} bytes long: over the {MAX_NAME_BYTES}-byte "
                 f"limit of a name here; shorten it")
     return ""
+
+
+def in_split(instance: "Instance", split: str) -> bool:
+    """Whether `instance` belongs to `split`: its own split, or any for `all`."""
+    return split == ALL or instance.split == split
+
+
+def split_problem(split: str, setting: str) -> str:
+    """Why `split` (the value of config key `setting`) selects nothing, or "" when it can."""
+    if split == ALL or (split and split in SPLITS):
+        return ""
+    return (f"{setting} is {split!r}, which names no split; choose one of "
+            f"{', '.join(s for s in SPLITS if s)} or {ALL} (every instance, e.g. of a file whose "
+            f"records carry no split).")
+
+
+def shares_instances(train_split: str, eval_split: str) -> bool:
+    """Whether training and evaluation can draw the same instance: one split, or either `all`."""
+    return train_split == eval_split or ALL in (train_split, eval_split)
+
+
+def sharing_problem(train_split: str, eval_split: str, allowed: bool) -> str:
+    """Why training on `train_split` and evaluating on `eval_split` is refused, or ""."""
+    if allowed or not shares_instances(train_split, eval_split):
+        return ""
+    return (f"instances.train_split={train_split!r} and eval.split={eval_split!r} share instances, "
+            f"so pass@1 would be measured on instances the policy trained on; evaluate on a "
+            f"held-out split, or set eval.share_train_instances=true to allow it.")
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     show = commands.add_parser("list", help="a table of the instances in a file")
     _source_args(show)
-    show.add_argument("--split", default="", help="only this split (train, test, dev)")
+    show.add_argument("--split", default="",
+                      help="only this split (train, test, dev; default: all)")
     show.set_defaults(handler=list_instances)
 
     check = commands.add_parser("validate", help="check every record; exit 1 if any is invalid")
@@ -31,7 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     export = commands.add_parser("export", help="write normalised instances (.parquet or .jsonl)")
     _source_args(export)
     export.add_argument("--out", required=True, help="instances.parquet, or a .jsonl file")
-    export.add_argument("--split", default="", help="only this split (train, test, dev)")
+    export.add_argument("--split", default="",
+                        help="only this split (train, test, dev; default: all)")
     export.add_argument("--skip-invalid", action="store_true", help="skip invalid records")
     export.set_defaults(handler=export_instances)
 

@@ -29,7 +29,7 @@ from swe_rlvr.formats.internal import from_internal
 from swe_rlvr.formats.swe_bench import from_swe_bench
 from swe_rlvr.formats.swe_rebench import from_swe_rebench
 from swe_rlvr.formats.swe_smith import from_swe_smith
-from swe_rlvr.instances import Instance
+from swe_rlvr.instances import Instance, in_split
 
 FORMATS = ("auto", "swe-bench", "swe-gym", "swe-rebench", "swe-smith", "internal")
 BUILTIN = "builtin"
@@ -259,7 +259,7 @@ def read_instances(path: str | Path) -> list[Instance]:
 
 
 def select(instances: list[Instance], split: str = "", ids: tuple[str, ...] = ()) -> list[Instance]:
-    """The instances of one split (all when "") and, if given, only these ids."""
+    """The instances of one split (every one for "" or "all") and, if given, only these ids."""
     wanted = set(ids)
-    return [i for i in instances if (not split or i.split == split)
+    return [i for i in instances if (not split or in_split(i, split))
             and (not wanted or i.instance_id in wanted)]

@@ -8,11 +8,18 @@ With `eval.best_of_k` > 0 and a trained verifier (`tasks.verifier`, sealed at `v
 every episode's (issue, patch) is scored and the score is stored in `verifier_score`; best@k, the
 resolve rate of the top-scored patch of each block of k runs, is summarised beside pass@1 and
 pass@k. Without a verifier (step 0, or an iteration with nothing to rank) the scores stay empty.
+
+Beside `eval.parquet` the task writes `predictions.jsonl`, SWE-bench's predictions file
+(instance_id, model_name_or_path, model_patch), so `swe-rlvr grade` or SWE-bench's own harness can
+grade the evaluated patches again. It holds the first run (sample 0) of each instance: SWE-bench
+takes one patch per instance, and the first run is one of the runs that pass@1 averages.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import uuid
 
 from swe_rlvr.config import Config
 from tasks import store
@@ -20,6 +27,9 @@ from tasks.metrics import eval_rows
 from tasks.stage import artifact, finished, iter_dir, stage_task
 
 log = logging.getLogger(__name__)
+
+PREDICTIONS = "predictions.jsonl"
+"""SWE-bench's predictions file of an evaluation step, beside its eval.parquet."""
 
 
 @stage_task("evaluate")
@@ -42,7 +52,35 @@ def evaluate(run_dir: str, iteration: int, rollouts_path: str, validations_path:
                   if verifier_path and episodes else None)
         rows = eval_rows(episodes, grades, scores)
         st.output("main", url, store.write_table(url, "eval", rows), rows=len(rows))
+        preds = artifact(run_dir, iteration, PREDICTIONS)
+        count = write_predictions(preds, episodes, model_name(run_dir, episodes))
+        st.output("predictions", preds, store.content_hash(preds), rows=count)
     return url
+
+
+def model_name(run_dir: str, episodes: list[dict]) -> str:
+    """`model_name_or_path` of an evaluation: `<run name>-policy<version>`, e.g.
+    "train-20250101-120000-policy2" (SWE-bench names a results directory after it)."""
+    parts = [p for p in run_dir.rstrip("/").split("/") if p]
+    name = "-".join(parts[-2:]) if parts[-1:] == ["base"] else parts[-1]
+    version = episodes[0]["policy_version"] if episodes else 0
+    return f"{name}-policy{version}"
+
+
+def write_predictions(url: str, episodes: list[dict], model: str) -> int:
+    """SWE-bench's predictions JSON lines, from each instance's first run (sample 0), atomically;
+    returns how many lines it wrote."""
+    first = sorted((e for e in episodes if e["sample"] == 0 and not e["guided"]),
+                   key=lambda e: e["instance_id"])
+    lines = [json.dumps({"instance_id": e["instance_id"], "model_name_or_path": model,
+                         "model_patch": e["patch"] or ""}) + "\n" for e in first]
+    fs, path = store.fs_and_path(url)
+    fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+    tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
+    with fs.open(tmp, "w") as fh:
+        fh.writelines(lines)
+    fs.mv(tmp, path)
+    return len(lines)
 
 
 def _usable_verifier(verifier_path: str, cfg: Config | None) -> str:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import hashlib
 
-from swe_rlvr.config import Config
+from swe_rlvr.config import Config, ConfigError
+from swe_rlvr.instances import ALL, in_split, sharing_problem, split_problem
 from tasks import store
 from tasks.stage import artifact, finished, iter_dir, stage_task
 
@@ -24,6 +25,8 @@ def stable_order(instance_id: str) -> str:
 
 
 PARTS = ("all", "expert", "rl")
+EVAL_OUT = "eval_instances"
+"""The artifact name of an evaluation's instances; every other `out` feeds training."""
 
 
 def select(instances: list, split: str, ids: tuple[str, ...], limit: int, offset: int,
@@ -38,7 +41,10 @@ def pool(instances: list, split: str, ids: tuple[str, ...] = (), tiers: tuple[st
          ) -> list:
     """The split's instances (or just `ids`; only `tiers` where given) in stable hash order, cut
     to `part` (`split_parts`), without the curriculum's `retired` ids."""
-    chosen = sorted((i for i in instances if not split or i.split == split),
+    problem = split_problem(split, "The split")
+    if problem:
+        raise ValueError(problem)
+    chosen = sorted((i for i in instances if in_split(i, split)),
                     key=lambda i: stable_order(i.instance_id))
     if ids:
         wanted = set(ids)
@@ -48,7 +54,8 @@ def pool(instances: list, split: str, ids: tuple[str, ...] = (), tiers: tuple[st
     if not chosen:
         raise ValueError(f"No instances of split {split!r} in the configured source"
                          f"{' with the given ids' if ids else ''}"
-                         f"{f' in tiers {list(tiers)}' if tiers else ''}; check instances.source, "
+                         f"{f' in tiers {list(tiers)}' if tiers else ''}; "
+                         f"{_splits_hint(instances)}check instances.source, "
                          f"instances.train_split / eval.split, instances.ids and instances.tiers.")
     chosen = split_parts(chosen, expert_share)[part]
     if not chosen:
@@ -61,6 +68,23 @@ def pool(instances: list, split: str, ids: tuple[str, ...] = (), tiers: tuple[st
                          f"algorithm.curriculum_min_tries attempts); raise curriculum_max_rate or "
                          f"curriculum_min_tries, add instances, or stop at fewer iterations.")
     return kept
+
+
+def _splits_hint(instances: list) -> str:
+    """What the source does hold, when a split found nothing."""
+    held = sorted({i.split for i in instances} - {""})
+    if not held:
+        return (f"its records carry no split, so use split {ALL!r} (eval.split=all, or "
+                f"instances.train_split=all with eval.share_train_instances=true); ")
+    return f"it holds splits {', '.join(held)} (or use {ALL!r} for every instance); "
+
+
+def check_sharing(cfg: Config) -> None:
+    """Refuse training whose instances may be evaluated on too, unless the config allows it."""
+    problem = sharing_problem(cfg.instances.train_split, cfg.eval.split,
+                              cfg.eval.share_train_instances)
+    if problem:
+        raise ConfigError(problem)
 
 
 def window(chosen: list, limit: int, offset: int) -> list:
@@ -98,6 +122,8 @@ def instances(run_dir: str, iteration: int, cfg: Config, split: str, out: str = 
     `curriculum_path`: the iteration's CURRICULUM rows; their retired instances leave the pool.
     The manifest records the pool's size (`pool`) and how many the curriculum retired.
     """
+    if out != EVAL_OUT:  # training draws these: never from the evaluation's instances unasked
+        check_sharing(cfg)
     limit = cfg.instances.limit if limit is None else limit
     offset = iteration if rotate else 0
     share = cfg.orchestration.expert_share if part != "all" else 1.0

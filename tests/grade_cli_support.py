@@ -45,7 +45,7 @@ def grade(tmp_path: Path, store: Path, instances: Path, predictions: Path, *extr
     cfg = sandbox_config(tmp_path)
     return main(["grade", "--instances", str(instances), "--predictions", str(predictions),
                  "--repos", str(store), "--workers", "1", "--out", str(tmp_path / "out"),
-                 f"--run-id={run_id}", "--set", f"sandbox.workdir={cfg.workdir}", *extra])
+                 f"--run-id={run_id}", f"sandbox.workdir={cfg.workdir}", *extra])
 
 
 def report_of(tmp_path: Path, model_dir: str, inst) -> dict:

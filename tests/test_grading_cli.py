@@ -29,7 +29,7 @@ def run(files, store, tmp_path, predictions):
     cfg = sandbox_config(tmp_path)
     return main(["grade", "--instances", str(instances), "--predictions", str(predictions),
                  "--repos", str(store), "--workers", "1", "--out", str(tmp_path / "out"),
-                 "--run-id", "r1", "--set", f"sandbox.workdir={cfg.workdir}"])
+                 "--run-id", "r1", f"sandbox.workdir={cfg.workdir}"])
 
 
 def test_grade_writes_swebench_layout_and_overwrites_stale_results(files, store, tmp_path, capsys):

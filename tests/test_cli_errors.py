@@ -1,0 +1,128 @@
+"""A stage that fails inside a flow reaches the CLI as one message: the failed stage and its error
+(which names the fix), the run directory, the Prefect flow run and how to resume; the tracebacks,
+Prefect's included, only with `-v`.
+
+The story: `swe-rlvr evaluate` on a plain SWE-bench file (records without a split) printed its
+cause on line 8, then some 200 lines of Prefect traceback ending in `UnfinishedRun: Run is in
+PENDING state`, which names neither the stage nor the fix. The whole story end to end (the CLI,
+the real flows, MLflow) and a two-flow stand-in of its shape need a Prefect API, whose start alone
+takes 30-70 s on a shared 2-core machine, so both are marked slow (`-m slow`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+import sys
+
+import pytest
+from prefect import flow, task
+
+from swe_rlvr.cli import _BriefFormatter, main
+
+
+def test_log_lines_lose_their_tracebacks_even_when_another_handler_formatted_them():
+    """Prefect's API log handler formats a record first and caches its traceback text on it."""
+    try:
+        raise RuntimeError("deep inside")
+    except RuntimeError:
+        record = logging.LogRecord("prefect.flow_runs", logging.ERROR, __file__, 1,
+                                   "Encountered exception", None, sys.exc_info())
+    assert "Traceback" in logging.Formatter().format(record)    # caches record.exc_text
+    assert _BriefFormatter("%(levelname)s %(message)s").format(record) == \
+        "ERROR Encountered exception"
+    assert "Traceback" in logging.Formatter().format(record)    # the record itself is untouched
+
+
+@pytest.fixture(scope="module")
+def prefect_api():
+    from prefect.testing.utilities import prefect_test_harness
+    with prefect_test_harness(server_startup_timeout=120):
+        yield
+
+
+@task(name="instances", retries=0)
+def _pick(split: str) -> str:
+    raise ValueError(f"No instances of split {split!r}; use split 'all'")
+
+
+@task(name="rollout")
+def _roll(instances: str) -> str:
+    return instances
+
+
+@flow(name="evaluate-policy")
+def _inner() -> str:
+    return _roll.submit(_pick.submit("test")).result()  # never ran: UnfinishedRun, as in the story
+
+
+@flow(name="evaluate")
+def _outer() -> str:
+    return _inner()
+
+
+def test_the_message_is_cause_then_where_to_look_then_how_to_resume():
+    from flows.api import RunFailed
+    from swe_rlvr.cli import CommandError
+    failed = RunFailed("train", "stage 'update-1a2': ValueError: lower trainer.lr", "runs/t-1",
+                       "0f0e ('t-1')")
+    assert isinstance(failed, CommandError)      # the CLI prints it alone, exit status 1
+    assert str(failed).splitlines() == [
+        "the train run failed: stage 'update-1a2': ValueError: lower trainer.lr",
+        "  run directory:    runs/t-1",
+        "  Prefect flow run: 0f0e ('t-1')",
+        "  fix the cause and run again with orchestration.run_name=t-1 to resume from the last "
+        "finished stage (-v shows the traceback)"]
+
+
+@pytest.mark.slow
+def test_a_failed_task_in_a_subflow_is_found_and_named(prefect_api):
+    """`flows.api` runs every flow this way: the cause is the task that failed, not the
+    UnfinishedRun its dependants end in, and the message ends with where to look and resume."""
+    from prefect.exceptions import UnfinishedRun
+
+    from flows.api import RunFailed, _run
+    with pytest.raises(RunFailed) as failed:
+        _run(_outer, "runs/eval-1")
+    lines = str(failed.value).splitlines()
+    assert re.fullmatch(r"the evaluate run failed: stage 'instances-\w+': ValueError: No "
+                        r"instances of split 'test'; use split 'all'", lines[0]), lines[0]
+    assert lines[1].split() == ["run", "directory:", "runs/eval-1"]
+    assert re.fullmatch(r"  Prefect flow run: [0-9a-f-]{36} \('[\w-]+'\)", lines[2]), lines[2]
+    assert "orchestration.run_name=eval-1 to resume" in lines[3] and "-v" in lines[3]
+    assert isinstance(failed.value.__cause__, UnfinishedRun)     # the traceback, for -v
+
+
+@pytest.fixture
+def plain_file(tmp_path):
+    """Two built-in instances without a split, as a plain SWE-bench file has them."""
+    from swe_rlvr.builtin import load_builtin
+    from swe_rlvr.loaders import write_instances
+    path = tmp_path / "plain.jsonl"
+    write_instances(path, [dataclasses.replace(i, split="") for i in load_builtin("test")[:2]])
+    return path
+
+
+@pytest.mark.slow
+def test_a_failed_stage_is_one_message_with_cause_fix_run_dir_and_flow_run(
+        prefect_api, tmp_path, plain_file, tiny_model_dir, capsys):
+    from prefect import get_client
+    runs = tmp_path / "runs"
+    code = main(["evaluate", f"instances.source={plain_file}", f"engine.model={tiny_model_dir}",
+                 "engine.name=scripted:weak", f"orchestration.run_root={runs}",
+                 "orchestration.run_name=plain", "eval.runs=1", "eval.k=1"])
+    err = capsys.readouterr().err
+    assert code == 1
+    message = err[err.index("error: "):].splitlines()
+    assert message[0].startswith("error: the evaluate run failed: stage 'instances")
+    assert "ValueError: No instances of split 'test'" in message[0]
+    assert "records carry no split, so use split 'all' (eval.split=all" in message[0]  # the fix
+    assert message[1].split() == ["run", "directory:", str(runs / "plain")]
+    assert message[2].startswith("  Prefect flow run: ")
+    assert "orchestration.run_name=plain to resume" in message[3]
+    assert len(message) == 4 and "UnfinishedRun" not in "\n".join(message)
+    assert (runs / "plain" / "config.yaml").exists()
+    flow_run_id = message[2].split()[3]
+    with get_client(sync_client=True) as client:
+        assert client.read_flow_run(flow_run_id).state.is_failed()
