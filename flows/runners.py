@@ -1,15 +1,28 @@
 """How a flow runs its tasks: the task runner and the stage tasks with this run's options.
 
 Task runners are picked by name (`orchestration.task_runner`): `threads` (Prefect's
-`ThreadPoolTaskRunner`, the embedded default) or `ray` (`prefect-ray`'s `RayTaskRunner`, for a
-cluster at `orchestration.ray_address`, or a local Ray started on demand). Imports are lazy, so
-Ray is needed only when asked for. Ray workers run the stage tasks in their own processes and
-report to the Prefect API of the driver (passed as PREFECT_API_URL in the job's runtime env), so
-with Ray use a Prefect server rather than the ephemeral API when the cluster spans machines.
+`ThreadPoolTaskRunner`, the embedded default) or `ray` (`prefect-ray`'s `RayTaskRunner`). Imports
+are lazy, so Ray is needed only when asked for. Ray workers run the stage tasks in their own
+processes and report to the Prefect API of the driver (passed as PREFECT_API_URL in the job's
+runtime env), so with Ray use a Prefect server rather than the ephemeral API when the cluster
+spans machines.
+
+The driver joins one Ray cluster per run (`connect_ray`): the one at `orchestration.ray_address`
+or RAY_ADDRESS, else a local one it starts once and stops at exit. `RayTaskRunner` reuses an
+initialised Ray and leaves it running, so sub-flows do not each start (8-10 s) and stop a cluster.
+The local cluster is hermetic: its own temp dir and session, RAY_AUTH_MODE set from
+`orchestration.ray_auth_mode` (a `~/.ray/auth_token` left by another run cannot switch it), node
+IP 127.0.0.1, so its GCS and raylets listen on loopback only, and no dashboard. On a machine that
+others share, `ray_auth_mode: token` also keeps their processes out of it.
 """
 
 from __future__ import annotations
 
+import atexit
+import os
+import secrets
+import shutil
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable
@@ -29,11 +42,68 @@ def _ray(cfg: Config) -> Any:
         raise ConfigError("orchestration.task_runner=ray needs prefect-ray and ray: "
                           "pip install -e '.[ray]' (or set orchestration.task_runner=threads)."
                           ) from exc
+    connect_ray(cfg)
+    return RayTaskRunner()                      # reuses this process's Ray, never shuts it down
+
+
+def connect_ray(cfg: Config) -> None:
+    """Join this run's Ray cluster once per process: `orchestration.ray_address`, else
+    RAY_ADDRESS, else a local cluster started here (stopped at exit)."""
+    import ray
+    if ray.is_initialized():
+        return
+    _auth_env(cfg)
+    address = cfg.orchestration.ray_address or os.environ.get("RAY_ADDRESS", "")
+    if address:
+        if address.split(":")[0] in ("127.0.0.1", "localhost"):
+            _loopback()
+        ray.init(address=address, runtime_env=_runtime_env())
+    else:
+        _local_ray(cfg)
+    atexit.register(ray.shutdown)
+
+
+def _local_ray(cfg: Config) -> None:
+    """A one-node cluster on 127.0.0.1 in its own temp dir (short: Ray's socket paths are)."""
+    import ray
+    _loopback()
+    temp = tempfile.mkdtemp(prefix="ray-")
+    atexit.register(shutil.rmtree, temp, ignore_errors=True)    # runs after ray.shutdown
+    if cfg.orchestration.ray_auth_mode == "token" and not _token_given():
+        token = Path(temp) / "auth_token"
+        token.write_text(secrets.token_hex(32))
+        token.chmod(0o600)
+        os.environ["RAY_AUTH_TOKEN_PATH"] = str(token)
+    ray.init(address="local", num_cpus=cfg.orchestration.ray_num_cpus or None,
+             include_dashboard=False, _temp_dir=temp, _node_ip_address="127.0.0.1",
+             runtime_env=_runtime_env())
+
+
+def _loopback() -> None:
+    """Keep 127.0.0.1 as this node's address: Ray swaps it for the machine's outward address
+    unless multi-node clusters are off (Ray's switch for Windows and macOS). Ray's child
+    processes read the variable, this process (Ray already imported) the constant."""
+    from ray._private import ray_constants
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+
+
+def _auth_env(cfg: Config) -> None:
+    """RAY_AUTH_MODE from the config, for this process and the Ray processes it starts."""
+    from ray._raylet import Config as RayConfig
+    os.environ["RAY_AUTH_MODE"] = cfg.orchestration.ray_auth_mode
+    RayConfig.initialize("")                    # Ray's own way to re-read RAY_* variables
+
+
+def _token_given() -> bool:
+    return bool(os.environ.get("RAY_AUTH_TOKEN") or os.environ.get("RAY_AUTH_TOKEN_PATH"))
+
+
+def _runtime_env() -> dict[str, Any]:
+    """Ray workers report task runs to the same Prefect API as this process."""
     from prefect.settings import PREFECT_API_URL
     api = PREFECT_API_URL.value()
-    # Ray workers report task runs to the same Prefect API as this process.
-    init = {"runtime_env": {"env_vars": {"PREFECT_API_URL": api}}} if api else {}
-    return RayTaskRunner(address=cfg.orchestration.ray_address or None, init_kwargs=init)
+    return {"env_vars": {"PREFECT_API_URL": api}} if api else {}
 
 
 TASK_RUNNERS: dict[str, Callable[[Config], Any]] = {"threads": _threads, "ray": _ray}

@@ -6,8 +6,10 @@ guided re-attempt of failed instances (`rollouts_guided`, with `guidance_path`),
 
 The output is all-or-nothing: a crashed stage is rerun whole, never appended to, so no episode is
 lost or duplicated. Rerun episodes equal the first attempt's when the runner's sampling is
-reproducible (one worker and `engine.max_batch: 1` make it so; see `agent.batcher`). The episodes'
-policy version is the iteration (step) whose policy sampled them.
+reproducible (one worker and `engine.max_batch: 1` make it so; see `agent.batcher`). With the Ray
+runner the instances are split into shards, one Ray task each (`tasks.shards`), and shard k
+samples from the stage's seed + k * SHARD_SEED_STRIDE, so shard 0 alone is the one-process run.
+The episodes' policy version is the iteration (step) whose policy sampled them.
 """
 
 from __future__ import annotations
@@ -80,11 +82,26 @@ def make_policy(cfg: Config, policy_dir: str, instances: list[Instance]) -> Any:
 
 def _sample(instances: list[Instance], policy_dir: str, cfg: Config, group_size: int,
             iteration: int, guidance: dict[str, str] | None, seed_offset: int) -> list[dict]:
+    """The episodes' rows in (instance, sample) order, from one Ray task per shard of the
+    instances when the Ray runner is on (`tasks.shards`), else from this process."""
+    from tasks.shards import map_shards
+    return map_shards(_sample_shard, instances, cfg, policy_dir, group_size, iteration, guidance,
+                      seed_offset)
+
+
+SHARD_SEED_STRIDE = 7_919
+"""Seed step between shards, so shards draw distinct streams (shard 0 keeps the stage's seed)."""
+
+
+def _sample_shard(shard: int, instances: list[Instance], cfg: Config, policy_dir: str,
+                  group_size: int, iteration: int, guidance: dict[str, str] | None,
+                  seed_offset: int) -> list[dict]:
     from agent.runner import run_rollouts
     engine = make_policy(cfg, policy_dir, instances)
+    seed = cfg.engine.seed + seed_offset + SHARD_SEED_STRIDE * shard
     trajectories = run_rollouts(instances, engine, cfg.agent, cfg.sandbox, repo_store(cfg),
                                 group_size, iteration, guidance=guidance,
-                                workers=cfg.orchestration.max_workers,
-                                seed=cfg.engine.seed + seed_offset, max_batch=cfg.engine.max_batch,
+                                workers=cfg.orchestration.max_workers, seed=seed,
+                                max_batch=cfg.engine.max_batch,
                                 temperature=cfg.engine.temperature, progress=True)
     return [t.to_row(policy_version=iteration) for t in trajectories]

@@ -36,8 +36,17 @@ def validate(run_dir: str, iteration: int, rollouts_path: str, instances_path: s
 
 
 def _grade(episodes: list[dict], instances: dict, cfg: Config) -> list[dict]:
+    """Reports in the episodes' order, from one Ray task per shard of the episodes when the Ray
+    runner is on (`tasks.shards`), else from this process."""
+    from tasks.shards import map_shards
+    items = [(e["instance_id"], e["patch"], e["episode_id"]) for e in episodes]
+    return map_shards(_grade_shard, items, cfg, instances)
+
+
+def _grade_shard(shard: int, items: list[tuple[str, str, str]], cfg: Config,
+                 instances: dict) -> list[dict]:
     from sandbox.grading import grade_many
-    items = [(instances[e["instance_id"]], e["patch"], e["episode_id"]) for e in episodes]
-    reports = grade_many(items, cfg.sandbox, repo_store(cfg), cfg.orchestration.max_workers,
+    jobs = [(instances[iid], patch, episode) for iid, patch, episode in items]
+    reports = grade_many(jobs, cfg.sandbox, repo_store(cfg), cfg.orchestration.max_workers,
                          progress=True)
     return [r.to_row() for r in reports]

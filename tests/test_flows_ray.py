@@ -1,20 +1,14 @@
-"""The Ray task runner (`orchestration.task_runner: ray`) against a local Ray head on 127.0.0.1.
+"""The Ray task runner (`orchestration.task_runner: ray`) against a local Ray cluster on 127.0.0.1.
 
-The head is started by this test (`ray start --head --block`) and stopped by its process id.
+The cluster is started by this test in its own temp dir and session (`tests/ray_cluster.py`) and
+stopped by its process id. Its nodes see a stale `~/.ray/auth_token`, as on a machine where an
+earlier run used Ray: the explicit auth mode keeps the test passing there as on a fresh machine.
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
-
 import pytest
-from process_support import free_port
+from ray_cluster import ray_cluster, ray_env
 
 pytest.importorskip("ray", reason="ray is not installed (pip install -e '.[ray]')")
 pytest.importorskip("prefect_ray", reason="prefect-ray is not installed (pip install -e '.[ray]')")
@@ -31,36 +25,26 @@ def prefect_api():
 
 @pytest.fixture(scope="module")
 def ray_head(prefect_api, tmp_path_factory):
+    import ray
     from prefect.settings import PREFECT_API_URL
-    port = free_port()
-    ray = Path(sys.executable).parent / "ray"
-    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "RAY_USAGE_STATS_ENABLED": "0"}
-    head = subprocess.Popen(
-        [str(ray), "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={port}",
-         "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats",
-         f"--temp-dir={tmp_path_factory.mktemp('ray')}"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    address = f"127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        assert head.poll() is None and time.monotonic() < deadline, "ray head did not start"
-        time.sleep(0.5)
-    yield address
-    os.killpg(head.pid, signal.SIGTERM)
-    try:
-        head.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        os.killpg(head.pid, signal.SIGKILL)
+    tmp = tmp_path_factory.mktemp("ray")
+    env = {**ray_env(tmp / "home"), "PREFECT_API_URL": PREFECT_API_URL.value()}
+    with ray_cluster(tmp, nodes=1, cpus=2, env=env) as address:
+        yield address
+        ray.shutdown()                            # this process's connection, before the cluster
 
 
-def test_evaluation_runs_its_stages_on_ray_workers(ray_head, tmp_path, tiny_model_dir):
+def test_evaluation_runs_its_stages_on_ray_workers(ray_head, tmp_path, tiny_model_dir,
+                                                   monkeypatch):
+    """A used machine: this process's HOME holds a stale Ray token too."""
+    import ray
+
     from flows.iteration import evaluate_policy
     from flows.runners import task_runner
     from swe_rlvr.config import load_config
     from tasks import store
+    ray_env(tmp_path / "home")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     cfg = load_config(None, [
         "orchestration.task_runner=ray", f"orchestration.ray_address={ray_head}",
         f"orchestration.run_root={tmp_path}", "instances.source=builtin",
@@ -69,6 +53,7 @@ def test_evaluation_runs_its_stages_on_ray_workers(ray_head, tmp_path, tiny_mode
         "eval.runs=1", "eval.k=1", "eval.limit=1"])
     runner = task_runner(cfg)
     assert type(runner).__name__ == "RayTaskRunner"
+    assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}      # loopback only
     url = evaluate_policy.with_options(task_runner=runner)(cfg, str(tmp_path / "run"), 0,
                                                            str(tiny_model_dir))
     rows = store.read_rows(url, "eval")
