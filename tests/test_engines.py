@@ -233,6 +233,26 @@ def test_prefix_cache_takes_the_longest_proper_prefix_and_keeps_to_its_budget():
     assert cache.take([5, 6]) == (0, None) and cache.misses == 2 and cache.hits == 1
 
 
+def test_a_finished_episode_frees_its_prefix_cache_entries():
+    """The last turn's entry would never be continued; it goes when the episode ends, other
+    episodes' entries stay."""
+    from agent.engines.kvcache import PrefixCache
+    kv = lambda n: [(torch.zeros(1, 1, n, 2), torch.zeros(1, 1, n, 2))]  # noqa: E731  16 n bytes
+    cache = PrefixCache(budget_bytes=16 * 100)
+    cache.put([1, 2, 3], kv(3))                              # episode A, after its last reply
+    cache.put([1, 9], kv(2))                                 # episode B (shares token 1 only)
+    assert cache.discard([1, 2, 3, 4, 5]) == 16 * 3          # A ends with an observation on top
+    assert len(cache) == 1 and cache.bytes == 16 * 2 and cache.take([1, 9, 7])[0] == 2
+
+
+def test_engine_drops_an_ended_episodes_cache(tiny):
+    eng, *_ = _two_turns(tiny, 1.0)
+    ids = max((entry[0] for entry in eng.prefix_cache._entries.values()), key=len)
+    before = len(eng.prefix_cache)
+    eng.end_episode(list(ids) + [5])
+    assert len(eng.prefix_cache) < before
+
+
 def test_growing_layers_hold_what_concatenation_would():
     """Appends of 5, 1, 1 and 200 positions (the last past the first capacity, max(2*5, 5+64) =
     69) read back exactly as the concatenated tensors, the cache's length included."""

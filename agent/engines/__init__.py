@@ -1,6 +1,6 @@
 """Policy engines, picked by name from a plain dict; vllm and the HTTP client are imported lazily.
 
-    engine = make_engine(cfg.engine)          # EngineConfig.name: hf, vllm or openai
+    engine = make_engine(cfg.engine)          # EngineConfig.name: hf, vllm, openai, vllm-server, auto
     samples = engine.generate([prompt_ids], SamplingParams(temperature=1.0, max_new_tokens=256))
 """
 
@@ -16,6 +16,8 @@ ENGINES: dict[str, str] = {
     "hf": "agent.engines.hf:HFEngine",
     "vllm": "agent.engines.vllm:VLLMEngine",
     "openai": "agent.engines.openai:OpenAIEngine",
+    "vllm-server": "agent.engines.served:ServedEngine",
+    "auto": "agent.engines.served:make_auto",
 }
 
 

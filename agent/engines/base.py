@@ -49,6 +49,9 @@ class Engine(Protocol):
 
     def effective_sampling(self) -> dict: ...
 
+# Optional: `end_episode(ids)`, called by the agent loop when an episode whose context is `ids`
+# ends, so an engine can free what it kept for that episode (the `hf` engine's prefix cache).
+
 
 # The only sampling setting RL here allows besides temperature (Nebius: "every other filter off").
 UNFILTERED = {"top_p": 1.0, "top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0}

@@ -76,6 +76,11 @@ class HFEngine:
         self.policy_version += 1
         log.info("hf engine: policy version %d from %s", self.policy_version, checkpoint_dir)
 
+    def end_episode(self, ids: list[int]) -> None:
+        """An episode whose context is `ids` ended: its cached KV will never be continued."""
+        if self.prefix_cache is not None:
+            self.prefix_cache.discard(ids)
+
     def effective_sampling(self) -> dict:
         """What this loop applies: temperature only; there is no code path for the other filters."""
         return {"temperature": self._temperature, **UNFILTERED}

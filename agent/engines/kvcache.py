@@ -11,8 +11,9 @@ and the new observation (the agent's token-in/token-out property). Running the m
 whole context at every turn costs a prefill of all of it; with this cache only the new tokens run.
 After a generation, each row's keys and values (prompt and sampled tokens fed back) are stored
 under their token ids; a later prompt that starts with those ids continues from them. An entry
-serves once (its continuation stores a longer one), and the oldest are dropped once the entries
-hold more than `budget_bytes` (`engine.prefix_cache_gb`).
+serves once (its continuation stores a longer one), a finished episode's last one is discarded
+when the episode ends (`discard`), and the oldest are dropped once the entries hold more than
+`budget_bytes` (`engine.prefix_cache_gb`).
 
 Simplifications: entries are whole per-row tensors (no paging, no sharing of common prefixes
 between episodes); a continuation's logits can differ from a full prefill's by float rounding
@@ -64,6 +65,16 @@ class PrefixCache:
             self.hits += 1
             self.reused_tokens += best_n
             return best_n, kv
+
+    def discard(self, ids: list[int]) -> int:
+        """Drop every entry whose ids are a prefix of `ids` (a finished episode's: nothing will
+        continue them); returns the bytes freed."""
+        with self._lock:
+            dead = [key for key, (prefix, _) in self._entries.items()
+                    if len(prefix) <= len(ids) and tuple(ids[:len(prefix)]) == prefix]
+            freed = sum(nbytes(self._entries.pop(key)[1]) for key in dead)
+            self.bytes -= freed
+            return freed
 
     def put(self, ids: list[int], kv: RowKV) -> None:
         """Store `kv` (covering exactly `ids`), dropping the oldest entries beyond the budget."""

@@ -9,6 +9,8 @@
   server's generation-config defaults cannot switch a filter on.
 - One request per prompt, sent concurrently; prompt i carries seed + i, so a group of identical
   prompts gives different samples.
+- Each request records a `generate` span (`swe_rlvr.spans`): the tokens and attention keys the
+  server ran, the prompt's cached prefix excluded (`served_work`).
 - Connection errors, 429 and 5xx are retried with exponential backoff; a server that never
   answers raises `EngineUnavailable` naming the URL.
 - `load_weights(dir)` asks a vLLM server started with VLLM_SERVER_DEV_MODE=1 to reload the
@@ -31,6 +33,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from agent.engines.base import UNFILTERED, Sample, SamplingParams, eos_ids
+from swe_rlvr import spans
+from swe_rlvr.compute import decode_work, prefill_work
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +113,14 @@ class OpenAIEngine:
         }
 
     def _complete(self, body: dict) -> Sample:
-        choice = self._post(f"{self.base_url}/completions", body)["choices"][0]
+        with spans.span("generate") as work:
+            reply = self._post(f"{self.base_url}/completions", body)
+            sample = self._sample(reply["choices"][0])
+            work.tokens, work.keys, work.logits = served_work(len(body["prompt"]), reply.get("usage"),
+                                                              len(sample.token_ids))
+        return sample
+
+    def _sample(self, choice: dict) -> Sample:
         ids = choice.get("token_ids")
         if ids is None:
             raise RuntimeError(f"The server at {self.base_url} returned no token_ids; it must support "
@@ -159,3 +170,13 @@ class OpenAIEngine:
         raise EngineUnavailable(f"Cannot reach the OpenAI-compatible server at {url} after "
                                 f"{self.cfg.max_retries + 1} tries ({last}). Start it, or fix "
                                 f"engine.base_url.")
+
+
+def served_work(prompt_len: int, usage: dict | None, generated: int) -> tuple[int, int, int]:
+    """(tokens, keys, logits) the server ran for one completion: the prompt past its cached prefix
+    (`usage.prompt_tokens_details.cached_tokens`, which vLLM reports with
+    --enable-prompt-tokens-details; none reported: no cache) and the decode steps."""
+    cached = ((usage or {}).get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+    p_tokens, p_keys = prefill_work([prompt_len], [min(int(cached), prompt_len)])
+    d_tokens, d_keys = decode_work([prompt_len], [generated])
+    return p_tokens + d_tokens, p_keys + d_keys, 1 + d_tokens
