@@ -140,6 +140,7 @@ RANGES: dict[str, Range] = {
     "orchestration.shard_retries": Range(0, 100),
     "orchestration.retries": Range(0, 10),  # delays grow 3x: 10 retries already span ~3 days
     "orchestration.retry_delay_s": Range(0, _30_DAYS),
+    "tracking.champion_margin_sems": Range(0, 100),   # 0: any higher pass@1 promotes
 }
 """The range of every numeric key, checked when a file, preset or override sets it. Cross-key rules
 (eval.k <= eval.runs, reward.l_thr < reward.t_max) are checked where the values are used."""
