@@ -128,10 +128,12 @@ def _run_vllm_subprocess(model: str, prompts_file: Path, args: argparse.Namespac
 
 
 def _vllm_python() -> str:
+    """This python when it has vllm, else the one the vllm-server engine would use."""
     if importlib.util.find_spec("vllm") is not None:
         return sys.executable
-    candidate = REPO / ".venv-vllm" / "bin" / "python"
-    return str(candidate) if candidate.exists() else ""
+    from agent.engines.served import server_python
+    from swe_rlvr.config import EngineConfig
+    return server_python(EngineConfig())
 
 
 def _model(tmp: Path, smollm2: bool) -> Path:
