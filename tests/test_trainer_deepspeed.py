@@ -53,6 +53,29 @@ DEVICE = os.environ.get("SWE_RLVR_TEST_DEVICE", "cpu")
 """Where the one-rank tests train: cpu (the default, what CI runs) or cuda."""
 
 
+def test_host_copy_keeps_tied_weights_tied(tiny_model_dir, tmp_path):
+    """ZeRO-2 saves from `host_copy(module.state_dict())`. A tensor-by-tensor copy untied the
+    embedding and LM head (on a GPU, where `.cpu()` copies), and `save_pretrained` then wrote an
+    `lm_head.weight` the torch engine's checkpoint lacks."""
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    from trainer.engine_deepspeed import host_copy
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    assert model.config.tie_word_embeddings
+    live = model.state_dict()
+    copy = host_copy(live)
+    assert copy.keys() == live.keys()
+    emb, head = copy["model.embed_tokens.weight"], copy["lm_head.weight"]
+    assert emb.untyped_storage().data_ptr() == head.untyped_storage().data_ptr()
+    for name, tensor in copy.items():   # a copy: training on cannot change the saved weights
+        assert tensor.equal(live[name]) and tensor.data_ptr() != live[name].data_ptr(), name
+    norms = [n for n in copy if n.endswith("norm.weight")]
+    assert len({copy[n].data_ptr() for n in norms}) == len(norms)   # equal values, not ties
+    model.save_pretrained(tmp_path, state_dict=copy, safe_serialization=True)
+    assert "lm_head.weight" not in load_file(tmp_path / "model.safetensors")
+
+
 def _run(script, model_dir, out, engine, stage):
     """(final weights, [[loss, grad_norm] per step]) of SCRIPT with this engine on DEVICE."""
     paths = [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]

@@ -64,6 +64,21 @@ def init_single_rank(device: torch.device) -> None:
     deepspeed.init_distributed(dist_backend="nccl" if device.type == "cuda" else "gloo")
 
 
+def host_copy(state_dict: dict) -> dict:
+    """A CPU copy of `state_dict` in which tensors that share storage (tied embeddings: `lm_head`
+    and `embed_tokens` are one parameter) still share it. `save_pretrained` recognises ties by
+    shared storage; copying each tensor on its own from a GPU made two, and the saved checkpoint
+    carried an untied `lm_head.weight` the torch engine's did not."""
+    copies: dict[tuple, torch.Tensor] = {}
+    out = {}
+    for name, tensor in state_dict.items():
+        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape),
+               tuple(tensor.stride()), tensor.dtype)
+        if key not in copies:
+            copies[key] = tensor.detach().to("cpu", copy=True)
+        out[name] = copies[key]
+    return out
+
 class DeepSpeedEngine:
     """Model wrapped by `deepspeed.initialize` with a torch AdamW and LambdaLR."""
 
@@ -124,7 +139,7 @@ class DeepSpeedEngine:
     def _full_state_dict(self) -> dict:
         if self.zero_stage == 3:
             return self.model._zero3_consolidated_16bit_state_dict()   # collective; rank 0 gets it
-        return {k: v.detach().cpu() for k, v in self.model.module.state_dict().items()}
+        return host_copy(self.model.module.state_dict())
 
     def save(self, dst: Path, *, tokenizer_src: Path, train_state: dict | None) -> Path:
         """All ranks: DeepSpeed state; rank 0: HF weights, tokenizer, our state; then rename."""
