@@ -27,6 +27,10 @@ what the tests import. What the install generates in the tree and git ignores (s
 working copy gets as an overlay layer above the shared base (or copied over it): the tests then
 see the same tree as after SWE-bench's in-place install, and `diff()` never shows those files.
 
+Builds see the host's pip settings (`PIP_SETTINGS`: index, mirror, wheel folder, certificate),
+so a cluster without PyPI builds from its own mirror or a wheelhouse (`PIP_NO_INDEX=1
+PIP_FIND_LINKS=<dir>`) and the pip defaults are not the only way out.
+
 Simplifications:
 - Builds run on the host with network access and without the command sandbox: their commands come
   from the dataset, not from the agent. `apt`/`apt-get` lines of `pre_install` are skipped with a
@@ -44,6 +48,7 @@ import functools
 import hashlib
 import json
 import logging
+import os
 import shlex
 import shutil
 import subprocess
@@ -260,10 +265,15 @@ def save_generated(src: Path, layer: Path) -> None:
             shutil.copy2(origin, dest, follow_symlinks=False)
 
 
+PIP_SETTINGS = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX",
+                "PIP_TRUSTED_HOST", "PIP_CERT", "PIP_CONFIG_FILE")
+"""The host's pip variables an environment build keeps: where packages come from, not what."""
+
+
 def _step(command: str, cwd: Path, env_dir: Path, extra: dict | None = None) -> None:
     env = {"PATH": f"{env_dir / 'bin'}:/usr/local/bin:/usr/bin:/bin", "HOME": str(env_dir),
            "VIRTUAL_ENV": str(env_dir), "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1",
-           **(extra or {})}
+           **{k: os.environ[k] for k in PIP_SETTINGS if k in os.environ}, **(extra or {})}
     _run(["bash", "-c", command], f"`{command}`", cwd=cwd, env=env)
 
 

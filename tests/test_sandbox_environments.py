@@ -68,3 +68,36 @@ def test_an_environment_of_an_old_python_still_runs_commands(store, tmp_path):
     with open_sandbox(inst, sandbox_config(tmp_path), store) as sb:
         result = sb.execute("python -c 'import sys; print(sys.version_info[:2])'")
     assert result.exit_code == 0 and result.output.strip() == "(3, 6)", result.output
+
+
+def _wheel(folder, name: str, version: str, module_source: str):
+    """A pure-Python wheel of one module, written by hand (no build backend needed)."""
+    import base64
+    import hashlib
+    import zipfile
+    dist = f"{name}-{version}.dist-info"
+    files = {f"{name}.py": module_source,
+             f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: true\n"
+                              "Tag: py3-none-any\n"}
+    def digest(text: str) -> str:
+        return base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+    record = [f"{path},sha256={digest(text)},{len(text.encode())}" for path, text in files.items()]
+    record.append(f"{dist}/RECORD,,")
+    folder.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(folder / f"{name}-{version}-py3-none-any.whl", "w") as whl:
+        for path, text in {**files, f"{dist}/RECORD": "\n".join(record) + "\n"}.items():
+            whl.writestr(path, text)
+
+
+def test_environment_builds_use_the_hosts_pip_settings(store, tmp_path, monkeypatch):
+    """A cluster without PyPI points pip at a wheel folder (or its mirror) through PIP_*; the
+    build must see those settings. The package exists only in the folder, so a build that
+    ignored them would look for it on the index and fail."""
+    _wheel(tmp_path / "wheelhouse", "swe_rlvr_probe", "1.0", "VALUE = 42\n")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path / "wheelhouse"))
+    inst = make_instance(store, env=EnvSpec(python=RUNNING, pip_packages=("swe_rlvr_probe==1.0",)))
+    with open_sandbox(inst, sandbox_config(tmp_path), store) as sb:
+        out = sb.execute("python -c 'import swe_rlvr_probe; print(swe_rlvr_probe.VALUE)'").output
+    assert out.strip() == "42"
