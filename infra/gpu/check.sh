@@ -26,9 +26,9 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
 
 STEPS=(setup gpu-tests deepspeed bench engine e2e)
-# seconds per step on the GPU (735 in all: 480 for the first call, 300 for `--steps bench`)
+# seconds per step on the GPU (780 in all: 525 for the first call, 300 for `--steps bench`)
 # and in a dry run on a 2-core CPU (280 in all; about 100 are used)
-declare -A BUDGET=([setup]=45 [gpu-tests]=120 [deepspeed]=150 [bench]=255 [engine]=45 [e2e]=120)
+declare -A BUDGET=([setup]=45 [gpu-tests]=120 [deepspeed]=150 [bench]=255 [engine]=90 [e2e]=120)
 declare -A DRY_BUDGET=([setup]=60 [gpu-tests]=30 [deepspeed]=30 [bench]=10 [engine]=60 [e2e]=90)
 BENCH_VARIANTS=compile-varlen,eager-varlen,compile-varlen-ckpt,eager-varlen-ckpt
 
@@ -148,15 +148,16 @@ step_engine() {
   if [ "$dry" = 1 ]; then
     "${RUN[@]}" infra/gpu/engine_check.py --model "$TINY" --device cpu --batch 4 --new-tokens 16
   else
-    "${RUN[@]}" infra/gpu/engine_check.py --model "$TINY" --device cuda
+    "${RUN[@]}" infra/gpu/engine_check.py --model "$TINY" --device cuda --profile
   fi
 }
 
 step_e2e() {
   if [ "$dry" = 1 ]; then
-    "${RUN[@]}" infra/gpu/e2e_check.py --model "$TINY" --device cpu --work "$work/e2e" --new-tokens 16
+    "${RUN[@]}" infra/gpu/e2e_check.py --model "$TINY" --device cpu --work "$work/e2e" --new-tokens 16 \
+      --wheels "$wheels"
   else
-    "${RUN[@]}" infra/gpu/e2e_check.py --model "$TINY" --device cuda --work "$work/e2e"
+    "${RUN[@]}" infra/gpu/e2e_check.py --model "$TINY" --device cuda --work "$work/e2e" --wheels "$wheels"
   fi
 }
 

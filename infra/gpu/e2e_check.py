@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -39,6 +40,8 @@ def config(model: Path, device: str, work: Path):
         f"trainer.device={device}", "algorithm.name=dapo", "algorithm.group_size=2",
         "agent.max_turns=8", "agent.max_new_tokens=256", "agent.context_tokens=8192",
         "trainer.lr=1e-4", f"sandbox.workdir={work / 'sandbox'}",
+        # the GPU image has Python 3.12 alone; the built-in instances pin 3.11 and run on 3.12
+        "sandbox.python_fallback=true",
         f"sandbox.env_cache={work / 'envs'}", f"orchestration.run_root={work / 'runs'}"])
 
 
@@ -97,8 +100,14 @@ def iteration(args) -> list[str]:
     cfg, run, repos = config(model, args.device, work), work / "runs" / "iter_0", work / "repos"
     instances = load_builtin("train", kind="handwritten")[:args.instances]
     clock = Clock()
+    from sandbox.isolation import choose_level
+    print(f"sandbox isolation: {choose_level(cfg.sandbox.isolation)}", flush=True)
     engine, rows = clock("rollout", rollout, instances, model, cfg, repos, args.workers,
                          args.new_tokens)
+    for r in rows:
+        print(f"episode {r['episode_id']}: sample {r['sample']}, {len(r['token_ids'])} tokens, "
+              f"{r['turns']} turns, termination {r['termination']!r}"
+              + (f", error {r['error'][:300]!r}" if r["error"] else ""), flush=True)
     rollouts = roundtrip(run, "rollouts", rows)
     grades = roundtrip(run, "validations",
                        clock("validate", validate, rollouts, instances, cfg, repos, args.workers))
@@ -108,7 +117,9 @@ def iteration(args) -> list[str]:
     episodes = episodes_from_rows(rollouts, rewards, kept_only=True)
     result = clock("update", train, "dapo", model, episodes, cfg, work / "update")
     clock("reload", engine.load_weights, str(result.checkpoint))
-    again = engine.generate([rows[0]["token_ids"][:32]], SamplingParams(max_new_tokens=8, seed=1))
+    prompt = next((r["token_ids"][:32] for r in rows if r["token_ids"]),
+                  engine.tokenizer.encode("def add(a, b):"))
+    again = engine.generate([prompt], SamplingParams(max_new_tokens=8, seed=1))
     print(clock.line(), flush=True)
     graded = {g["episode_id"]: g for g in grades}
     infra = [f"{e}: {g['infra_reason']}" for e, g in graded.items() if g["infra_failure"]]
@@ -118,7 +129,9 @@ def iteration(args) -> list[str]:
           f"resolved, {len(episodes)} kept for the update; {len(result.metrics)} optimiser steps "
           f"on {args.device}, losses {[round(x, 4) for x in losses]}; checkpoint "
           f"{result.checkpoint.name}")
-    return ([f"infrastructure failure in grading: {x}" for x in infra]
+    broken = [f"episode {r['episode_id']} ended in error: {r['error'][:200]}"
+              for r in rollouts if r["error"] and not r["token_ids"]]
+    return (broken + [f"infrastructure failure in grading: {x}" for x in infra]
             + [f"gold episode {e} did not resolve" for e in gold if not graded[e]["resolved"]]
             + (["no episode was kept for the update"] if not episodes else [])
             + (["the update logged no finite loss"]
@@ -155,7 +168,12 @@ def main(argv=None) -> int:
     p.add_argument("--instances", type=int, default=2, help="built-in train instances")
     p.add_argument("--workers", type=int, default=2, help="parallel episodes and gradings")
     p.add_argument("--new-tokens", type=int, default=128, help="hf engine tokens per reply")
+    p.add_argument("--wheels", type=Path,
+                   help="build the instances' environments from this wheel folder alone "
+                        "(PIP_NO_INDEX, PIP_FIND_LINKS): the GPU machine reaches no index")
     args = p.parse_args(argv)
+    if args.wheels:
+        os.environ.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(args.wheels.resolve()))
     import torch
     if args.device == "cuda" and not torch.cuda.is_available():
         print("e2e_check: --device cuda but torch sees no CUDA GPU; use --device cpu")
