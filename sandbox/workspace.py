@@ -291,8 +291,10 @@ def process_start(pid: int) -> str:
     return stat.rsplit(")", 1)[1].split()[19]
 
 
-def is_stale(path: Path, older_than: float | None = None, now: float | None = None) -> bool:
-    """True when the copy's owner is dead, its TTL passed, or it is older than `older_than`."""
+def is_stale(path: Path, older_than: float | None = None, now: float | None = None,
+             dead_owner_only: bool = False) -> bool:
+    """True when the copy's owner is dead, its TTL passed, or it is older than `older_than`;
+    with `dead_owner_only`, only when its owner is dead (or it was never finished)."""
     now = time.time() if now is None else now
     try:
         marker = json.loads((path / MARKER).read_text())
@@ -300,18 +302,21 @@ def is_stale(path: Path, older_than: float | None = None, now: float | None = No
         return now - path.stat().st_mtime > 60  # half-created; give its creator a minute
     age = now - marker["created"]
     owner_alive = process_start(marker["pid"]) == marker["pid_start"]
+    if dead_owner_only:
+        return not owner_alive
     if older_than is not None and age > older_than:
         return True
     return not owner_alive or age > marker["ttl_s"]
 
 
-def sweep(root: Path, older_than: float | None = None) -> list[str]:
-    """Remove stale working copies under `root`, killing their processes; returns their names."""
+def sweep(root: Path, older_than: float | None = None, dead_owner_only: bool = False) -> list[str]:
+    """Remove stale working copies under `root` (`is_stale`), killing their processes; returns
+    their names."""
     from sandbox import cgroups
     from sandbox.isolation import kill_tagged
     removed = []
     for path in sorted((root / "copies").glob("wc-*")):
-        if path.is_dir() and is_stale(path, older_than):
+        if path.is_dir() and is_stale(path, older_than, dead_owner_only=dead_owner_only):
             for group in cgroups.owned_groups(path.name):
                 cgroups.remove(group)
             kill_tagged(path.name)

@@ -9,8 +9,11 @@ back in shard order, so concatenating them gives the order of one in-process run
 A shard's rows reach the stage only when the whole shard has finished. A shard whose worker dies
 is rerun by Ray (`orchestration.shard_retries`) from the start, and the dead attempt's rows are
 never seen, so no episode is lost or duplicated; the stage still writes its artifact once, after
-every shard has returned (all-or-nothing). Simplification: a retried shard reruns all of its
-episodes, including those its dead attempt had finished.
+every shard has returned (all-or-nothing). A dead worker cannot take down the working copies it
+had mounted, so after the shards the stage sweeps the copies whose owner died
+(`sandbox.workspace.sweep`) on the stage's node. Simplifications: a retried shard reruns all of
+its episodes, including those its dead attempt had finished; a dead worker's copies on another
+node wait for `swe-rlvr sandbox sweep` there.
 """
 
 from __future__ import annotations
@@ -82,7 +85,17 @@ def map_shards(fn: Callable[..., list[dict]], items: Sequence[Any], cfg: Config,
     for _, run in results:
         log.info("%s shard %d: node %s pid %d, %.2f-%.2f", fn.__name__, run.index, run.node_id,
                  run.pid, run.start, run.end)
+    _sweep_dead_copies(cfg)
     return merge([rows for rows, _ in results])
+
+
+def _sweep_dead_copies(cfg: Config) -> None:
+    """Unmount and remove the working copies that a killed shard worker left on this node."""
+    from sandbox.workspace import sandbox_root, sweep
+    removed = sweep(sandbox_root(cfg.sandbox.workdir), dead_owner_only=True)
+    if removed:
+        log.warning("removed %d working copies of dead shard workers: %s", len(removed),
+                    ", ".join(removed))
 
 
 def _timed(fn: Callable[..., list[dict]], k: int, chunk: list[Any], cfg: Config,

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -134,6 +135,9 @@ def test_a_killed_shard_is_rerun_and_no_episode_is_lost_or_repeated(
     watcher.join(timeout=1)
     assert killed, "no rollout shard's worker was seen running"
     _assert_same(got, baseline)
+    mounts = Path("/proc/self/mounts").read_text()
+    assert str(tmp_path / "work") not in mounts      # the dead worker's working copies are gone
+    assert not list((tmp_path / "work" / "copies").glob("wc-*"))
 
 
 def _kill_one_shard_worker(killed: list[int], timeout: float = 300) -> None:

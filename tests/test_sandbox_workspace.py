@@ -121,6 +121,25 @@ def test_sweep_removes_dead_owners_and_expired_copies(env):
         dead.close()
 
 
+def test_sweep_of_dead_owners_only_spares_a_live_copy_past_its_ttl(env):
+    """What a fan-out stage sweeps after its shards: a killed worker's copies, never a live
+    sandbox of a concurrent run, even one older than its TTL."""
+    inst, cfg, store = env
+    root = workspace.sandbox_root(cfg.workdir)
+    live = open_sandbox(inst, cfg, store)
+    dead = open_sandbox(inst, cfg, store)
+    for box, pid in ((live, None), (dead, 2 ** 22 + 1)):
+        marker = box.copy.path / workspace.MARKER
+        data = json.loads(marker.read_text())
+        marker.write_text(json.dumps({**data, "ttl_s": 0, "pid": pid or data["pid"]}))
+    try:
+        assert workspace.sweep(root, dead_owner_only=True) == [dead.copy.tag]
+        assert live_copies(cfg) == [live.copy.tag]
+    finally:
+        live.close()
+        dead.close()
+
+
 def test_sweep_cli_reports_removed_copies(env, capsys):
     inst, cfg, store = env
     from swe_rlvr.cli import main
