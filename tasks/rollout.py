@@ -84,7 +84,10 @@ def _sample(instances: list[Instance], policy_dir: str, cfg: Config, group_size:
             iteration: int, guidance: dict[str, str] | None, seed_offset: int) -> list[dict]:
     """The episodes' rows in (instance, sample) order, from one Ray task per shard of the
     instances when the Ray runner is on (`tasks.shards`), else from this process."""
-    from tasks.shards import map_shards
+    from tasks.shards import map_shards, shard_count
+    if shard_count(cfg, len(instances)) > 1:   # the shards share one inference server
+        from agent.engines.served import shared_engine
+        cfg = dataclasses.replace(cfg, engine=shared_engine(cfg.engine, policy_dir))
     return map_shards(_sample_shard, instances, cfg, policy_dir, group_size, iteration, guidance,
                       seed_offset)
 

@@ -98,7 +98,8 @@ def open_run(phase: str, model_dir: Path, cfg: Config, out_dir: Path, *, lr: flo
              total_steps: int, schedule: str, on_step) -> Run:
     """Engine from the newest step checkpoint under out_dir (resume) or from model_dir (fresh)."""
     from agent.engines import served
-    served.release()   # an inference server of this process gives its memory to the trainer
+    served.release()          # an inference server of this process gives its memory to the trainer
+    served.release_shared()   # and so does the run's shared one (Ray runner)
     out_dir = Path(out_dir)
     ckpt = latest_checkpoint(out_dir / "checkpoints")
     engine = make_engine(cfg.trainer.engine, ckpt or Path(model_dir), cfg, lr=lr,

@@ -46,6 +46,9 @@ class EngineUnavailable(ConnectionError):
 class OpenAIEngine:
     """Client of an OpenAI-compatible completions server; `cfg` is an EngineConfig (name "openai")."""
 
+    continuous = True
+    """The server batches the requests it holds, so each turn is sent when it is ready."""
+
     def __init__(self, cfg: Any) -> None:
         from transformers import AutoTokenizer, GenerationConfig
 

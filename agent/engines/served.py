@@ -19,6 +19,14 @@ when this process goes, even under SIGKILL.
 
 `auto` picks this engine when a python with vLLM is found (`server_python`) and the `hf` engine
 otherwise, logging why; a server that fails to start also falls back to `hf`, with its log's tail.
+
+Under the Ray runner, a stage fanned out in shards must not start one server per shard: the
+stage asks the run's `InferenceService`, one named Ray actor per run, for the server on its
+policy (`shared_engine`), and every shard talks to it with the `openai` engine. The actor keeps
+one server at a time, so a new policy restarts it (the weight update, as above) and the update's
+`release_shared` stops it before the trainer loads. Its servers listen on 127.0.0.1, so the
+actor serves a cluster whose nodes share one machine; a cluster across machines points
+`engine.name=openai` at servers it runs itself (`engine.base_url`), and `shared_engine` says so.
 """
 
 from __future__ import annotations
@@ -218,8 +226,6 @@ def release() -> None:
 class ServedEngine(OpenAIEngine):
     """`OpenAIEngine` against the managed server on `cfg.model` (EngineConfig, name vllm-server)."""
 
-    continuous = True
-
     def __init__(self, cfg: Any) -> None:
         server = serve(cfg.model, cfg)
         super().__init__(dataclasses.replace(cfg, base_url=server.url, served_model="policy"))
@@ -230,6 +236,88 @@ class ServedEngine(OpenAIEngine):
         self.base_url = server.url
         self.policy_version += 1
         log.info("vllm-server: policy version %d served from %s", self.policy_version, checkpoint_dir)
+
+
+SERVICE = "swe-rlvr-inference"
+"""The name of the run's `InferenceService` actor (one per Ray job, so per run)."""
+
+
+class InferenceService:
+    """The run's vLLM server, held by a Ray actor so that every shard of every stage shares it.
+
+    `url(model_dir, cfg)` is the server on that policy (started, or restarted from the previous
+    one); `starts()` lists each server it started, for logs and tests."""
+
+    def __init__(self) -> None:
+        self.history: list[dict] = []
+
+    def url(self, model_dir: str, cfg: Any) -> str:
+        server = serve(model_dir, cfg)
+        if not self.history or self.history[-1]["pid"] != server.proc.pid:
+            self.history.append({"model_dir": str(model_dir), "url": server.url,
+                                 "pid": server.proc.pid, "actor_pid": os.getpid()})
+        return server.url
+
+    def release(self) -> None:
+        release()
+
+    def starts(self) -> list[dict]:
+        return list(self.history)
+
+
+_handle: tuple[str, Any] | None = None
+"""(Ray job id, handle) of the service: Ray ends an actor when its last handle goes, a named one
+too, so this process keeps one for as long as its Ray job lasts."""
+
+
+def service() -> Any:
+    """The run's InferenceService actor (created on first use; it takes no CPU slot, so shards
+    are scheduled as before)."""
+    global _handle
+    import ray
+    job = ray.get_runtime_context().get_job_id()
+    if _handle is None or _handle[0] != job:
+        _handle = (job, ray.remote(InferenceService).options(
+            name=SERVICE, get_if_exists=True, num_cpus=0, max_concurrency=4).remote())
+    return _handle[1]
+
+
+def uses_server(cfg: Any) -> bool:
+    """Would `cfg` (EngineConfig) sample through the managed server?"""
+    return cfg.name == "vllm-server" or (cfg.name == "auto" and bool(server_python(cfg)))
+
+
+def shared_engine(cfg: Any, model_dir: str) -> Any:
+    """The EngineConfig a stage's shards use for policy `model_dir`: where `cfg` samples through
+    the managed server, the `openai` engine on the run's shared server; else `cfg` itself."""
+    import ray
+    if not uses_server(cfg):
+        return cfg
+    hosts = {n["NodeManagerAddress"] for n in ray.nodes() if n.get("Alive")}
+    if any(not h.startswith("127.") for h in hosts):
+        raise ValueError(f"engine.name={cfg.name} serves the policy on 127.0.0.1, which the "
+                         f"cluster's nodes at {', '.join(sorted(hosts))} cannot all reach. Run "
+                         f"inference servers on the cluster and set engine.name=openai with "
+                         f"engine.base_url, or use engine.name=hf.")
+    url = ray.get(service().url.remote(str(model_dir), cfg))
+    log.info("shared inference: shards sample %s through %s", model_dir, url)
+    return dataclasses.replace(cfg, name="openai", model=str(model_dir), base_url=url,
+                               served_model="policy")
+
+
+def release_shared() -> None:
+    """Stop the run's shared server, if this process is in a Ray job that has one."""
+    try:
+        import ray
+    except ImportError:
+        return
+    if not ray.is_initialized():
+        return
+    try:
+        actor = ray.get_actor(SERVICE)
+    except ValueError:
+        return
+    ray.get(actor.release.remote())
 
 
 def make_auto(cfg: Any) -> Any:
