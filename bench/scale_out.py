@@ -2,7 +2,8 @@
 policy, in one process (the threads runner) and fanned out over a local Ray cluster of 1, 2 and 4
 workers (`tasks.shards`, one shard per worker), plus the per-run Ray overhead.
 
-Each arm runs in a fresh process on a fresh run directory (no stage is cached): the scripted gold
+Each arm runs in a fresh process on a fresh run directory (no stage is cached), with its Ray
+workers started before the clock runs (a run pays that once): the scripted gold
 policy over a tiny random Qwen2, the built-in instances, the real sandbox and grading. Every arm
 must produce every episode exactly once (rollouts and validations), or the bench fails. Ray
 overhead is measured on empty sub-flows: one local cluster per run (`flows.runners.connect_ray`,
@@ -53,6 +54,7 @@ def episodes_arm(root: Path, model: Path, workers: int, instances: int, group: i
     if workers:
         from flows.runners import connect_ray
         connect_ray(cfg)
+        warm_workers(workers, model)
     ready = time.monotonic()
     run = str(root / "run")
     insts = instances_task.fn(run, 0, cfg, cfg.instances.train_split)
@@ -65,8 +67,31 @@ def episodes_arm(root: Path, model: Path, workers: int, instances: int, group: i
     graded = [r["episode_id"] for r in store.read_rows(grades, "validations")]
     complete = len(ids) == len(set(ids)) == expected and sorted(graded) == sorted(ids)
     return {"workers": workers, "episodes": len(ids), "complete": complete,
-            "ray_start_s": ready - start, "stages_s": done - ready,
+            "ray_start_s": ready - start, "stages_s": done - ready,   # Ray start: and workers'
             "episodes_per_min": 60 * len(ids) / (done - ready)}
+
+
+def _warm(model: str) -> int:
+    """A Ray worker's one-time start: the imports and the tokenizer a shard needs."""
+    import os
+
+    from transformers import AutoTokenizer
+
+    import agent.scripted  # noqa: F401
+    import tasks.rollout  # noqa: F401
+    import tasks.validate  # noqa: F401
+    AutoTokenizer.from_pretrained(model)
+    time.sleep(1.0)          # hold the CPU slot, so that each warm-up lands on its own worker
+    return os.getpid()
+
+
+def warm_workers(workers: int, model: Path) -> None:
+    """Start every Ray worker before the clock runs: a run pays that once, not per stage, and
+    on a small instance count it would otherwise swamp the throughput being measured."""
+    import ray
+    pids = ray.get([ray.remote(_warm).options(num_cpus=1).remote(str(model))
+                    for _ in range(workers)])
+    assert len(set(pids)) == workers, pids
 
 
 def overhead_arm(subflows: int, per_subflow: bool) -> dict:
