@@ -146,8 +146,47 @@ def stages(cfg: Config, run_dir: str) -> SimpleNamespace:
              "guidance": guidance, "reward": reward, "update": update, "evaluate": evaluate,
              "verifier": verifier, "rollout_guided": rollout, "validate_guided": validate,
              "curriculum": curriculum}
-    return SimpleNamespace(**{name: _named(t, name.replace("_", "-"), options)
-                              for name, t in named.items()})
+    tasks = {name: _named(t, name.replace("_", "-"), options) for name, t in named.items()}
+    gpus = update_resources(cfg)
+    if gpus:
+        tasks["update"] = WithRayResources(tasks["update"], gpus)
+    return SimpleNamespace(**tasks)
+
+
+def update_resources(cfg: Config) -> dict[str, Any]:
+    """Ray resources of the update task: `trainer.num_gpus` GPUs where the trainer may train on
+    a GPU (trainer.device auto or cuda) and the run's Ray cluster has GPUs, so Ray places the
+    update (and its torchrun ranks) on a GPU node; nothing otherwise (the update trains on CPU)."""
+    if cfg.orchestration.task_runner != "ray" or cfg.trainer.device == "cpu":
+        return {}
+    import ray
+    if not ray.is_initialized():
+        return {}
+    per_node = max((n["Resources"].get("GPU", 0.0) for n in ray.nodes() if n.get("Alive")),
+                   default=0.0)
+    if per_node <= 0:
+        return {}
+    if cfg.trainer.num_gpus > per_node:
+        raise ConfigError(f"trainer.num_gpus is {cfg.trainer.num_gpus}, but the Ray cluster's "
+                          f"largest node has {per_node:g} GPUs and the update runs on one node "
+                          f"(torchrun); lower trainer.num_gpus or add a node with more GPUs.")
+    return {"num_gpus": cfg.trainer.num_gpus}
+
+
+class WithRayResources:
+    """A stage task whose `submit` asks the Ray task runner for `resources` (prefect-ray's
+    `remote_options`); everything else is the task's own."""
+
+    def __init__(self, task: Any, resources: dict[str, Any]) -> None:
+        self.task, self.resources = task, resources
+
+    def submit(self, *args: Any, **kwargs: Any) -> Any:
+        from prefect_ray.context import remote_options
+        with remote_options(**self.resources):
+            return self.task.submit(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.task, name)
 
 
 def _named(task: Any, name: str, options: dict[str, Any]) -> Any:

@@ -35,12 +35,13 @@ def ray_env(home: Path) -> dict[str, str]:
 
 
 @contextmanager
-def ray_cluster(tmp: Path, nodes: int, cpus: int, env: dict[str, str]) -> Iterator[str]:
+def ray_cluster(tmp: Path, nodes: int, cpus: int, env: dict[str, str],
+                gpus: int = 0) -> Iterator[str]:
     """Start the cluster, yield its address (127.0.0.1:port), stop it and its process group.
     Everything Ray writes, its current-cluster file included, stays under `tmp`."""
     ready = tmp / "address"
     proc = subprocess.Popen(
-        [sys.executable, __file__, f"--nodes={nodes}", f"--cpus={cpus}",
+        [sys.executable, __file__, f"--nodes={nodes}", f"--cpus={cpus}", f"--gpus={gpus}",
          f"--temp-dir={tmp / 'ray'}", f"--ready={ready}"],
         env={**env, "RAY_TMPDIR": str(tmp)}, stdout=subprocess.DEVNULL,
         stderr=open(tmp / "cluster.log", "w"),
@@ -56,10 +57,11 @@ def ray_cluster(tmp: Path, nodes: int, cpus: int, env: dict[str, str]) -> Iterat
         stop(proc)
 
 
-def _serve(nodes: int, cpus: int, temp_dir: str, ready: Path) -> None:
+def _serve(nodes: int, cpus: int, temp_dir: str, ready: Path, gpus: int = 0) -> None:
     from ray.cluster_utils import Cluster
     cluster = Cluster(initialize_head=True, head_node_args=dict(
-        num_cpus=cpus, include_dashboard=False, temp_dir=temp_dir, node_ip_address="127.0.0.1"))
+        num_cpus=cpus, num_gpus=gpus, include_dashboard=False, temp_dir=temp_dir,
+        node_ip_address="127.0.0.1"))
     for _ in range(nodes - 1):
         cluster.add_node(num_cpus=cpus, node_ip_address="127.0.0.1")
     cluster.wait_for_nodes()
@@ -76,7 +78,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--nodes", type=int, default=1)
     parser.add_argument("--cpus", type=int, default=1)
+    parser.add_argument("--gpus", type=int, default=0,
+                        help="GPUs the head node declares (Ray counts them; none need exist)")
     parser.add_argument("--temp-dir", required=True)
     parser.add_argument("--ready", type=Path, required=True)
     args = parser.parse_args()
-    _serve(args.nodes, args.cpus, args.temp_dir, args.ready)
+    _serve(args.nodes, args.cpus, args.temp_dir, args.ready, args.gpus)

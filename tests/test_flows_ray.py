@@ -58,3 +58,53 @@ def test_evaluation_runs_its_stages_on_ray_workers(ray_head, tmp_path, tiny_mode
                                                            str(tiny_model_dir))
     rows = store.read_rows(url, "eval")
     assert len(rows) == 1 and rows[0]["resolved"]                 # the gold script resolves it
+
+
+@pytest.fixture(scope="module")
+def gpu_head(prefect_api, tmp_path_factory):
+    """A one-node cluster that declares 2 GPUs (Ray only counts them)."""
+    import ray
+    from prefect.settings import PREFECT_API_URL
+    tmp = tmp_path_factory.mktemp("ray-gpu")
+    env = {**ray_env(tmp / "home"), "PREFECT_API_URL": PREFECT_API_URL.value()}
+    with ray_cluster(tmp, nodes=1, cpus=2, gpus=2, env=env) as address:
+        yield address
+        ray.shutdown()
+
+
+def test_the_update_asks_ray_for_the_trainers_gpus(gpu_head, tmp_path):
+    """`stages(cfg).update.submit` runs where Ray grants `trainer.num_gpus` GPUs on a cluster
+    with GPUs; with trainer.device=cpu it asks for none; more than a node has is refused."""
+    import ray
+    from prefect import flow, task
+
+    from flows.runners import WithRayResources, stages, task_runner, update_resources
+    from swe_rlvr.config import ConfigError, load_config
+
+    ray.shutdown()      # a connection to another test's cluster; the runner joins this one
+
+    @task
+    def granted() -> dict:
+        return ray.get_runtime_context().get_assigned_resources()
+
+    def cfg(*extra):
+        return load_config(None, ["orchestration.task_runner=ray",
+                                  f"orchestration.ray_address={gpu_head}",
+                                  f"orchestration.run_root={tmp_path}", *extra])
+
+    @flow
+    def probe(c) -> tuple[dict, dict]:
+        """What the flow's update stage asks for, and what Ray grants a task asking the same."""
+        update = stages(c, str(tmp_path / "run")).update
+        resources = update.resources if isinstance(update, WithRayResources) else {}
+        asked = WithRayResources(granted, resources) if resources else granted
+        return resources, asked.submit().result()
+
+    on_gpus = cfg("trainer.num_gpus=2")
+    asked, got = probe.with_options(task_runner=task_runner(on_gpus))(on_gpus)
+    assert asked == {"num_gpus": 2} and got.get("GPU") == 2.0
+    on_cpu = cfg("trainer.device=cpu")
+    asked, got = probe.with_options(task_runner=task_runner(on_cpu))(on_cpu)
+    assert asked == {} and "GPU" not in got
+    with pytest.raises(ConfigError, match=r"trainer.num_gpus is 4.*largest node has 2 GPUs"):
+        update_resources(cfg("trainer.num_gpus=4"))
