@@ -85,7 +85,10 @@ def _sample(instances: list[Instance], policy_dir: str, cfg: Config, group_size:
     """The episodes' rows in (instance, sample) order, from one Ray task per shard of the
     instances when the Ray runner is on (`tasks.shards`), else from this process."""
     from tasks.shards import map_shards, shard_count
-    if shard_count(cfg, len(instances)) > 1:   # the shards share one inference server
+    if cfg.engine.name == "openai":              # a server of the user's: onto this policy first
+        from agent.engines.openai import serve_policy
+        serve_policy(cfg.engine, policy_dir)
+    elif shard_count(cfg, len(instances)) > 1:   # the shards share one inference server
         from agent.engines.served import shared_engine
         cfg = dataclasses.replace(cfg, engine=shared_engine(cfg.engine, policy_dir))
     return map_shards(_sample_shard, instances, cfg, policy_dir, group_size, iteration, guidance,

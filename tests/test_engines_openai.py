@@ -104,3 +104,64 @@ def test_wire_format_token_ids_logprobs_and_forced_knobs(tiny, hf_backed_server)
     direct = hf.generate([prompt], SamplingParams(temperature=0.8, max_new_tokens=6, seed=10))[0]
     assert samples[0].token_ids == direct.token_ids and samples[0].logprobs == direct.logprobs
     assert is_unfiltered(engine.effective_sampling())
+
+
+@pytest.fixture()
+def reload_server():
+    """A server that records POSTs to its reload endpoints; `reloads=False`: it has none (404)."""
+    calls: list[tuple[str, dict]] = []
+    state = {"reloads": True}
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def _reply(self, code: int, payload: dict) -> None:
+            raw = json.dumps(payload).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def do_GET(self):
+            self._reply(200, {"data": [{"id": "policy"}]})
+
+        def do_POST(self):
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length)) if length else {}
+            if not state["reloads"]:
+                return self._reply(404, {"detail": "Not Found"})
+            calls.append((self.path, body))
+            self._reply(200, {})
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1", calls, state
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_stage_moves_the_users_server_onto_its_policy(tmp_path, reload_server):
+    """engine.name=openai: the server was started on engine.model. A stage sampling another
+    policy reloads the server onto it first, once; a stage sampling the base model again after
+    that reloads it back; a server that cannot reload is refused with the fix, never sampled
+    stale (its episodes would carry the new policy's version)."""
+    from agent.engines.openai import serve_policy
+    from agent.models import build_tiny
+    url, calls, state = reload_server
+    base, new = (build_tiny(tmp_path / name, seed=seed, tie_embeddings=False)
+                 for name, seed in (("base", 0), ("new", 1)))
+    cfg = EngineConfig(name="openai", model=str(base), base_url=url, served_model="policy")
+    serve_policy(cfg, str(base))
+    assert calls == []                                         # it holds the base model
+    serve_policy(cfg, str(new))
+    assert [path for path, _ in calls] == ["/collective_rpc", "/reset_prefix_cache"]
+    assert calls[0][1] == {"method": "reload_weights", "kwargs": {"weights_path": str(new)}}
+    serve_policy(cfg, str(new))
+    assert len(calls) == 2                                     # already there
+    serve_policy(cfg, str(base))
+    assert calls[-2][1]["kwargs"]["weights_path"] == str(base)
+    state["reloads"] = False
+    with pytest.raises(RuntimeError, match="VLLM_SERVER_DEV_MODE=1"):
+        serve_policy(cfg, str(new))

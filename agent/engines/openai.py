@@ -23,6 +23,7 @@ Only the standard library is used (urllib), so this engine adds no dependency.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -30,6 +31,7 @@ import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from agent.engines.base import UNFILTERED, Sample, SamplingParams, eos_ids
@@ -173,6 +175,25 @@ class OpenAIEngine:
         raise EngineUnavailable(f"Cannot reach the OpenAI-compatible server at {url} after "
                                 f"{self.cfg.max_retries + 1} tries ({last}). Start it, or fix "
                                 f"engine.base_url.")
+
+
+_holding: dict[str, str] = {}
+"""Server base URL -> the policy directory this process last loaded into it."""
+
+
+def serve_policy(cfg: Any, policy_dir: str) -> None:
+    """Make the server at `cfg.base_url` sample `policy_dir` before a stage samples it.
+
+    The server was started on `cfg.model`; unless that is `policy_dir` and this process loaded
+    nothing else into it since, its weights are reloaded in place (`OpenAIEngine.load_weights`).
+    A server that cannot reload is an error that names the fix: sampling a stale policy would
+    label its episodes with the new policy's version and train off-policy without a word."""
+    url = cfg.base_url.rstrip("/")
+    holding = _holding.get(url, str(cfg.model))
+    if Path(holding).resolve() == Path(policy_dir).resolve():
+        return
+    OpenAIEngine(dataclasses.replace(cfg, model=str(policy_dir))).load_weights(str(policy_dir))
+    _holding[url] = str(policy_dir)
 
 
 def served_work(prompt_len: int, usage: dict | None, generated: int) -> tuple[int, int, int]:
