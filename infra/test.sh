@@ -18,7 +18,7 @@ bash infra/docker/base-image.sh || echo "[test] docker base image could not be b
 
 .venv/bin/python -m pytest -q "$@"
 .venv/bin/python -m pytest -q -m slow tests/test_flows.py tests/test_prefect_schedule.py tests/test_deploy_overrides.py tests/test_prefect_orphan.py \
-  tests/test_cli_errors.py
+  tests/test_cli_errors.py tests/test_mlflow_server_models.py
 # Real SWE-bench data (../shared/data/real): environments from PyPI, cached by spec across runs.
 .venv/bin/python -m pytest -q -m slow tests/test_real_swebench.py
 # Rollout and grading shards on a 2-node Ray cluster on loopback (a few minutes).
