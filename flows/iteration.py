@@ -15,7 +15,7 @@ from swe_rlvr.config import Config
 from tasks.store import join
 
 
-@flow(name="rl-iteration", validate_parameters=False)
+@flow(name="rl-iteration", flow_run_name="iteration-{iteration}", validate_parameters=False)
 def rl_iteration(cfg: Config, run_dir: str, iteration: int, policy_dir: str) -> str:
     """(curriculum ->) instances -> rollout -> validate -> guidance -> guided rollout -> validate
     -> reward -> update, and beside the update the best-of-k verifier (a no-op unless
@@ -40,7 +40,7 @@ def rl_iteration(cfg: Config, run_dir: str, iteration: int, policy_dir: str) -> 
     return policy.result()
 
 
-@flow(name="evaluate-policy", validate_parameters=False)
+@flow(name="evaluate-policy", flow_run_name="eval-step-{step}", validate_parameters=False)
 def evaluate_policy(cfg: Config, run_dir: str, step: int, policy_dir: str,
                     verifier_dir: str = "") -> str:
     """pass@1 of `policy_dir` on eval.split: eval.runs episodes per instance, graded; EVAL rows
@@ -54,7 +54,7 @@ def evaluate_policy(cfg: Config, run_dir: str, step: int, policy_dir: str,
     return s.evaluate.submit(run_dir, step, rolls, grades, insts, verifier_dir, cfg).result()
 
 
-@flow(name="rft-warmup", validate_parameters=False)
+@flow(name="rft-warmup", flow_run_name="rft-warmup", validate_parameters=False)
 def rft_warmup(cfg: Config, run_dir: str, policy_dir: str) -> str:
     """Nebius's RFT: sample, grade, and fine-tune on the policy's own successes (`<run>/rft`)."""
     rft_dir = join(run_dir, "rft")

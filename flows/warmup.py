@@ -16,7 +16,7 @@ from swe_rlvr.config import Config
 from tasks.store import join
 
 
-@flow(name="expert-warmup", validate_parameters=False)
+@flow(name="expert-warmup", flow_run_name="expert-warmup", validate_parameters=False)
 def expert_warmup(cfg: Config, run_dir: str, policy_dir: str) -> str:
     """train instances -> expert episodes (graded, resolved only) -> SFT; returns the checkpoint."""
     from tasks.expert import expert_rollouts

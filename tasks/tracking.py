@@ -38,6 +38,8 @@ PARQUETS = ("instances", "rollouts", "validations", "guidance", "rollouts_guided
             "validations_guided", "rewards", "train_metrics", "eval_instances", "eval_rollouts",
             "eval_validations", "eval")
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+ML_VIEW = "workflowType=machine_learning"
+"""The MLflow UI's model-training view, as a URL query (else a fresh browser opens GenAI's)."""
 """The value the MLflow 3 UI reads to show runs, metrics and models instead of traces."""
 STEP_LINE = (("train_episodes", "{:.0f} episodes"), ("train_resolve_rate", "resolve rate {:.3f}"),
              ("guided_recovery_rate", "guided recovery {:.3f}"), ("loss", "loss {:.4g}"),
@@ -258,9 +260,11 @@ def close_run(cfg: Config, run_id: str, status: str = "FINISHED") -> None:
 
 
 def run_link(cfg: Config, run_id: str) -> str:
-    """A URL of the run in the MLflow UI (http stores) or the command that opens one."""
+    """A URL of the run in the MLflow UI (http stores) or the command that opens one. The URL
+    names the model-training view: MLflow 3's UI opens a run link in its GenAI view otherwise,
+    whatever the experiment's kind."""
     uri = tracking_uri(cfg)
     if uri.startswith("http"):
         exp = client(cfg).get_run(run_id).info.experiment_id
-        return f"{uri.rstrip('/')}/#/experiments/{exp}/runs/{run_id}"
+        return f"{uri.rstrip('/')}/#/experiments/{exp}/runs/{run_id}?{ML_VIEW}"
     return f"mlflow ui --backend-store-uri {uri}  (run {run_id})"

@@ -1,0 +1,169 @@
+"""Screenshots of one real run in the Prefect and MLflow UIs, for docs/.
+
+Starts a `prefect server` and an `mlflow server` on 127.0.0.1 (in a temp dir), runs one short
+training run through them (`swe-rlvr train`: the tiny random model driven by the scripted gold
+policy, so that episodes resolve and the final policy is registered), then photographs with
+headless Chromium (`apt-get install chromium`):
+
+    prefect-flow-run.png        the training flow run: its sub-flows on the timeline, state, logs
+    prefect-iteration-dag.png   one RL iteration's task graph (rollout -> validate -> ... -> update)
+    prefect-artifacts.png       the run's summary artifact in Prefect (it links the MLflow run)
+    mlflow-run.png              the MLflow run: parameters, per-step pass@1, the Prefect tags
+    mlflow-model-version.png    the registered policy's champion version
+
+    .venv/bin/python infra/screenshots.py [--out docs] [--keep]
+
+Both servers and the run are stopped by their process ids at the end (`--keep` leaves the temp
+dir with the servers' logs and databases).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(argv: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen(argv, stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True, cwd=ROOT)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+def wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 240) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise SystemExit(f"{proc.args[:4]} exited: {log.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{url} did not answer in {timeout:.0f} s: {log.read_text()[-2000:]}")
+            time.sleep(0.5)
+
+
+def api(url: str, body: dict | None = None) -> object:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"},
+                                 method="POST" if data is not None else "GET")
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return json.loads(resp.read())
+
+
+def shoot(url: str, png: Path, width: int = 1600, height: int = 1000, wait_ms: int = 40000) -> None:
+    """Headless Chromium's screenshot of `url` once its scripts ran for `wait_ms` (virtual time)."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which(
+        "google-chrome")
+    if not chromium:
+        raise SystemExit("no Chromium: apt-get install chromium")
+    with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
+        subprocess.run([chromium, "--headless=new", "--no-sandbox", "--disable-gpu",
+                        "--hide-scrollbars", f"--user-data-dir={profile}",
+                        f"--window-size={width},{height}", f"--virtual-time-budget={wait_ms}",
+                        f"--screenshot={png}", url], check=True, capture_output=True, timeout=180)
+    print(f"{png.name}: {url}")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, default=ROOT / "docs")
+    p.add_argument("--keep", action="store_true", help="keep the temp dir (logs, databases)")
+    args = p.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="swe-rlvr-screens-"))
+    prefect_port, mlflow_port = free_port(), free_port()
+    prefect_url, mlflow_url = f"http://127.0.0.1:{prefect_port}", f"http://127.0.0.1:{mlflow_port}"
+    env = {**os.environ, "PREFECT_HOME": str(tmp / "prefect"),
+           "PREFECT_API_URL": f"{prefect_url}/api", "PREFECT_UI_API_URL": f"{prefect_url}/api",
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "MLFLOW_ALLOWED_HOSTS": "127.0.0.1:*"}
+    procs = []
+    try:
+        procs.append(start([PY, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
+                            "--port", str(prefect_port)], tmp / "prefect.log", env))
+        procs.append(start([PY, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port",
+                            str(mlflow_port), "--backend-store-uri",
+                            f"sqlite:///{tmp / 'mlflow.db'}", "--artifacts-destination",
+                            str(tmp / "mlartifacts"), "--serve-artifacts", "--workers", "1"],
+                           tmp / "mlflow.log", env))
+        wait_http(f"{prefect_url}/api/health", procs[0], tmp / "prefect.log")
+        wait_http(f"{mlflow_url}/health", procs[1], tmp / "mlflow.log")
+        sys.path.insert(0, str(ROOT))
+        from agent.models import build_tiny
+        model = build_tiny(tmp / "tiny")
+        overrides = [
+            f"orchestration.run_root={tmp / 'runs'}", "orchestration.run_name=screenshots",
+            "orchestration.iterations=2", "orchestration.rft_warmup=false",
+            "orchestration.eval_base=true", "instances.source=builtin", "instances.limit=2",
+            f"engine.model={model}", "engine.name=scripted:gold", "agent.scaffold=bash",
+            "algorithm.group_size=2", "guidance.attempts=1", f"sandbox.workdir={tmp / 'work'}",
+            "eval.limit=2", "eval.runs=1", "eval.k=1", f"tracking.mlflow_uri={mlflow_url}",
+            "tracking.register_final=true", "trainer.pack_tokens=4096"]
+        run = subprocess.run([PY, "-m", "swe_rlvr.cli", "train", *overrides, "--json"], env=env,
+                             cwd=ROOT, capture_output=True, text=True, timeout=1800)
+        (tmp / "train.log").write_text(run.stdout + run.stderr)
+        if run.returncode != 0:
+            raise SystemExit(f"the run failed: {(run.stdout + run.stderr)[-3000:]}")
+        text = "\n" + run.stdout                  # --json prints the result as one JSON object
+        result, _ = json.JSONDecoder().raw_decode(text[text.index("\n{") + 1:])
+        mlflow_run = api(f"{mlflow_url}/api/2.0/mlflow/runs/get?run_id={result['mlflow_run_id']}")
+        info, tags = mlflow_run["run"]["info"], {t["key"]: t["value"]
+                                                 for t in mlflow_run["run"]["data"]["tags"]}
+        flow_run = tags["prefect.flow_run_id"]
+        children = api(f"{prefect_url}/api/flow_runs/filter", {
+            "flow_runs": {"parent_flow_run_id": {"operator": "and_", "any_": [flow_run]}},
+            "sort": "START_TIME_ASC"})
+        iteration = next(f["id"] for f in children if f["name"] == "iteration-0")
+        args.out.mkdir(parents=True, exist_ok=True)
+        shoot(f"{prefect_url}/runs/flow-run/{flow_run}", args.out / "prefect-flow-run.png")
+        shoot(f"{prefect_url}/runs/flow-run/{iteration}", args.out / "prefect-iteration-dag.png")
+        artifacts = api(f"{prefect_url}/api/artifacts/filter",
+                        {"artifacts": {"flow_run_id": {"any_": [flow_run]}}})
+        summary = next(a["id"] for a in artifacts if (a.get("key") or "").endswith("-summary"))
+        shoot(f"{prefect_url}/artifacts/artifact/{summary}", args.out / "prefect-artifacts.png")
+        view = "workflowType=machine_learning"     # tasks.tracking.ML_VIEW
+        shoot(f"{mlflow_url}/#/experiments/{info['experiment_id']}/runs/{info['run_id']}?{view}",
+              args.out / "mlflow-run.png")
+        champion = api(f"{mlflow_url}/api/2.0/mlflow/registered-models/alias"
+                       f"?name=swe-rlvr-policy&alias=champion")["model_version"]["version"]
+        shoot(f"{mlflow_url}/#/models/swe-rlvr-policy/versions/{champion}?{view}",
+              args.out / "mlflow-model-version.png")
+    finally:
+        for proc in reversed(procs):
+            stop(proc)
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            print(f"kept {tmp}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
