@@ -211,3 +211,22 @@ def test_server_dies_with_its_parent_under_sigkill(policies, vllm_python, tmp_pa
     finally:
         if parent.poll() is None:
             os.killpg(parent.pid, signal.SIGKILL)
+
+
+@vllm_only
+def test_server_dies_with_its_guard_under_sigkill(policies, vllm_python):
+    """Ray SIGKILLs the children of an actor that exits: the guard dies without its trap, and the
+    server (its parent-death signal) and vLLM's engine process must still go."""
+    try:
+        server = served.serve(str(policies[0]), EngineConfig(
+            name="vllm-server", max_model_len=512, server_python=vllm_python, torch_threads=1))
+        guard = server.proc.pid
+        assert len(_live_members(guard)) >= 2                   # the guard and the server at least
+        os.kill(guard, signal.SIGKILL)
+        server.proc.wait(timeout=10)
+        deadline = time.monotonic() + 60
+        while _live_members(guard) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not _live_members(guard), f"server processes left: {_live_members(guard)}"
+    finally:
+        served.release()

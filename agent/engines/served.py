@@ -36,6 +36,7 @@ import ctypes
 import dataclasses
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -100,13 +101,17 @@ def server_env(cfg: Any) -> dict[str, str]:
     return env
 
 
+_PDEATH = "setpriv --pdeathsig TERM " if shutil.which("setpriv") else ""
 GUARD = ["/bin/sh", "-c",
          'trap \'trap "" TERM; kill -TERM 0; i=0; while [ $i -lt 50 ] && kill -0 $! 2>/dev/null; '
-         'do sleep 0.1; i=$((i+1)); done; kill -KILL 0\' TERM; "$@" & wait $!', "vllm-server-guard"]
+         'do sleep 0.1; i=$((i+1)); done; kill -KILL 0\' TERM; ' + _PDEATH + '"$@" & wait $!',
+         "vllm-server-guard"]
 """The server's session leader: on SIGTERM (ours, or the parent-death signal) it signals the whole
 session, vLLM's engine-core process included, which a signal to the API server alone would
 orphan; once the API server has exited (at most 5 s later) it kills whatever is left. Otherwise it
-exits with the server's status."""
+exits with the server's status. A guard killed outright (SIGKILL: Ray kills the children of an
+actor that exits) cannot do that, so the server also gets SIGTERM when its guard dies
+(util-linux `setpriv --pdeathsig`), and shuts its engine core down itself."""
 
 
 def _die_with_parent() -> None:
