@@ -67,7 +67,8 @@ def episodes_arm(root: Path, model: Path, workers: int, instances: int, group: i
     graded = [r["episode_id"] for r in store.read_rows(grades, "validations")]
     complete = len(ids) == len(set(ids)) == expected and sorted(graded) == sorted(ids)
     return {"workers": workers, "episodes": len(ids), "complete": complete,
-            "ray_start_s": ready - start, "stages_s": done - ready,   # Ray start: and workers'
+            "ray_start_s": ready - start,                  # the cluster and its warmed workers
+            "stages_s": done - ready,
             "episodes_per_min": 60 * len(ids) / (done - ready)}
 
 

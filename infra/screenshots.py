@@ -23,52 +23,18 @@ import argparse
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start(argv: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen(argv, stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env,
-                            start_new_session=True, cwd=ROOT)
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-
-
-def wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 240) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        if proc.poll() is not None:
-            raise SystemExit(f"{proc.args[:4]} exited: {log.read_text()[-2000:]}")
-        try:
-            with urllib.request.urlopen(url, timeout=2):
-                return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise SystemExit(f"{url} did not answer in {timeout:.0f} s: {log.read_text()[-2000:]}")
-            time.sleep(0.5)
+from process_support import free_port, start_mlflow_server, stop, wait_http  # noqa: E402
 
 
 def api(url: str, body: dict | None = None) -> object:
@@ -99,23 +65,21 @@ def main() -> int:
     p.add_argument("--keep", action="store_true", help="keep the temp dir (logs, databases)")
     args = p.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="swe-rlvr-screens-"))
-    prefect_port, mlflow_port = free_port(), free_port()
-    prefect_url, mlflow_url = f"http://127.0.0.1:{prefect_port}", f"http://127.0.0.1:{mlflow_port}"
+    port = free_port()
+    prefect_url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "PREFECT_HOME": str(tmp / "prefect"),
            "PREFECT_API_URL": f"{prefect_url}/api", "PREFECT_UI_API_URL": f"{prefect_url}/api",
-           "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "MLFLOW_ALLOWED_HOSTS": "127.0.0.1:*"}
+           "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     procs = []
     try:
-        procs.append(start([PY, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-                            "--port", str(prefect_port)], tmp / "prefect.log", env))
-        procs.append(start([PY, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port",
-                            str(mlflow_port), "--backend-store-uri",
-                            f"sqlite:///{tmp / 'mlflow.db'}", "--artifacts-destination",
-                            str(tmp / "mlartifacts"), "--serve-artifacts", "--workers", "1"],
-                           tmp / "mlflow.log", env))
-        wait_http(f"{prefect_url}/api/health", procs[0], tmp / "prefect.log")
-        wait_http(f"{mlflow_url}/health", procs[1], tmp / "mlflow.log")
-        sys.path.insert(0, str(ROOT))
+        with open(tmp / "prefect.log", "w") as log:
+            procs.append(subprocess.Popen(
+                [PY, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port",
+                 str(port)], stdout=log, stderr=subprocess.STDOUT, env=env,
+                start_new_session=True, cwd=ROOT))
+        wait_http(f"{prefect_url}/api/health", procs[0], tmp / "prefect.log", timeout=240)
+        mlflow, mlflow_url = start_mlflow_server(tmp, env)
+        procs.append(mlflow)
         from agent.models import build_tiny
         model = build_tiny(tmp / "tiny")
         overrides = [

@@ -1,4 +1,5 @@
-"""Helpers for tests that start a server process (Prefect, Ray, vLLM) on 127.0.0.1."""
+"""Helpers for tests (and `infra/screenshots.py`) that start a server process (Prefect, Ray,
+vLLM, MLflow) on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -6,6 +7,10 @@ import os
 import signal
 import socket
 import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
 
 
 def free_port() -> int:
@@ -25,3 +30,37 @@ def stop(proc: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
+
+
+def wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 180) -> None:
+    """Return once `url` answers; fail with the log's tail if `proc` exits or time runs out."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert proc.poll() is None, f"{proc.args[:4]} exited: {log.read_text()[-3000:]}"
+        try:
+            with urllib.request.urlopen(url, timeout=2):
+                return
+        except OSError:
+            assert time.monotonic() < deadline, f"{url} did not answer in {timeout:.0f} s"
+            time.sleep(0.5)
+
+
+def start_mlflow_server(tmp: Path, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
+    """`mlflow server` on 127.0.0.1 in its own session: a SQLite backend and artifacts served by
+    the server, both under `tmp`, its log in `tmp/mlflow.log`; (process, URL) once it answers."""
+    port = free_port()
+    log = tmp / "mlflow.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+             "--backend-store-uri", f"sqlite:///{tmp / 'mlflow.db'}",
+             "--artifacts-destination", str(tmp / "mlartifacts"), "--serve-artifacts",
+             "--workers", "1"],
+            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(f"{url}/health", proc, log)
+    except BaseException:
+        stop(proc)
+        raise
+    return proc, url

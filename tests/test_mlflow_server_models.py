@@ -6,13 +6,9 @@ proxied by the server, and then `mlflow.transformers.load_model("models:/...@cha
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
-from process_support import free_port, stop
+from process_support import start_mlflow_server, stop
 
 from swe_rlvr.config import load_config
 from tasks import registry, store, tracking
@@ -25,30 +21,11 @@ NAME = "swe-rlvr-policy"
 @pytest.fixture(scope="module")
 def mlflow_server(tmp_path_factory):
     """`mlflow server` on 127.0.0.1: a SQLite backend, artifacts served by the server."""
-    tmp = tmp_path_factory.mktemp("mlflow-server")
-    port = free_port()
-    log = open(tmp / "server.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-         "--backend-store-uri", f"sqlite:///{tmp / 'mlflow.db'}",
-         "--artifacts-destination", str(tmp / "artifacts"), "--serve-artifacts",
-         "--workers", "1"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
+    proc, url = start_mlflow_server(tmp_path_factory.mktemp("mlflow-server"))
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert proc.poll() is None, (tmp / "server.log").read_text()[-3000:]
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2):
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, "mlflow server did not answer in 180 s"
-                time.sleep(0.5)
         yield url
     finally:
         stop(proc)
-        log.close()
 
 
 def test_a_policy_registered_on_the_server_loads_by_alias(mlflow_server, tmp_path,

@@ -79,6 +79,7 @@ def host_copy(state_dict: dict) -> dict:
         out[name] = copies[key]
     return out
 
+
 class DeepSpeedEngine:
     """Model wrapped by `deepspeed.initialize` with a torch AdamW and LambdaLR."""
 
