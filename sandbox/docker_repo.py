@@ -25,6 +25,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
+from sandbox import tar_safety
 from sandbox.base import PatchTooLarge, SandboxError
 from sandbox.workspace import git
 
@@ -120,9 +121,6 @@ def extract_tree(chunks, dest: Path, limit_bytes: int, max_entries: int = MAX_TR
     safely: tarfile's "data" filter (see `_tree_filter`), no `.git` at any depth, and at most
     `limit_bytes` of file content and `max_entries` entries read, skipped ones included
     (`PatchTooLarge` beyond, before the excess is read). Memory stays at about one chunk."""
-    if not hasattr(tarfile, "data_filter"):
-        raise SandboxError("diff() on the docker backend needs tarfile's extraction filters "
-                           "(Python 3.11.4 or later); upgrade Python.")
     total = entries = 0
     with tarfile.open(fileobj=ChunkReader(chunks), mode="r|") as tar:
         while (member := tar.next()) is not None:
@@ -147,7 +145,7 @@ def _place(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path) -> None:
     target = dest / member.name
     try:
         if not (member.issym() or member.islnk()):
-            tar.extract(member, dest, filter="fully_trusted")  # already filtered
+            tar_safety.extract_filtered(tar, member, dest)
             return
         target.parent.mkdir(parents=True, exist_ok=True)
         if target.is_symlink() or target.is_file():
@@ -167,9 +165,9 @@ def _inner(member: tarfile.TarInfo) -> tarfile.TarInfo | None:
     if not name or ".git" in name.split("/"):
         return None
     if not member.islnk():
-        return member.replace(name=name, deep=False)
+        return tar_safety.replace(member, name=name)
     link_top, _, link = member.linkname.partition("/")
-    return member.replace(name=name, linkname=link, deep=False) if link_top == top else None
+    return tar_safety.replace(member, name=name, linkname=link) if link_top == top else None
 
 
 def _tree_filter(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
@@ -179,12 +177,13 @@ def _tree_filter(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
     through it) and what would be refused otherwise is left out, as git leaves out what it
     cannot track."""
     try:
-        return tarfile.data_filter(member, dest)
-    except (tarfile.AbsoluteLinkError, tarfile.LinkOutsideDestinationError):
+        return tar_safety.data_filter(member, dest)
+    except (tar_safety.AbsoluteLinkError, tar_safety.LinkOutsideDestinationError):
         if member.issym():  # its own path passed the filter's first check
-            return member.replace(uid=None, gid=None, uname=None, gname=None, mode=None, deep=False)
+            return tar_safety.replace(member, uid=None, gid=None, uname=None, gname=None,
+                                      mode=None)
         return None
-    except tarfile.FilterError:
+    except tar_safety.FilterError:
         return None
 
 

@@ -1,6 +1,7 @@
 """The docker backend's host-side readers, without an engine: the exec stream reader (a socket
 pair stands in for the daemon) and the archive extractor that `diff()` feeds (hand-made tar
-streams stand in for the engine's archive of a hostile /testbed)."""
+streams stand in for the engine's archive of a hostile /testbed), with tarfile's filters and with
+their port for older Pythons."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import tarfile
 
 import pytest
 
+from sandbox import tar_safety
 from sandbox.base import PatchTooLarge
 from sandbox.docker_exec import HeadTail, read_frames
 from sandbox.docker_repo import extract_tree
@@ -103,7 +105,17 @@ def files_under(root) -> dict[str, str]:
     return found
 
 
-def test_the_tree_loses_its_top_directory_and_every_git(tmp_path):
+@pytest.fixture(params=["native", "port"])
+def tar_filters(request, monkeypatch):
+    """Each extraction test runs with tarfile's own filters and with `sandbox.tar_safety`'s port
+    (what a Python before 3.11.4, such as Debian 12's, runs)."""
+    if request.param == "native" and not tar_safety.NATIVE:
+        pytest.skip("this Python's tarfile has no extraction filters")
+    monkeypatch.setattr(tar_safety, "NATIVE", request.param == "native")
+    return request.param
+
+
+def test_the_tree_loses_its_top_directory_and_every_git(tmp_path, tar_filters):
     """The agent's `.git` (top-level or nested) never reaches the host: it may hold hooks,
     fsmonitor commands or a forged history. Modes keep only the executable bit git records."""
     chunks = archive(entry("testbed", tarfile.DIRTYPE, mode=0o755),
@@ -117,7 +129,7 @@ def test_the_tree_loses_its_top_directory_and_every_git(tmp_path):
     assert os.access(tmp_path / "run.sh", os.X_OK)
 
 
-def test_links_out_of_the_tree_are_kept_but_never_followed(tmp_path):
+def test_links_out_of_the_tree_are_kept_but_never_followed(tmp_path, tar_filters):
     """The agent plants links that leave /testbed (absolute, relative, a hard link to such a
     link), then files through them and a `..` path, hoping the host writes (or reads, for the
     patch) its own files; and hard links to what is left out (its `.git`, a device). Links are
@@ -144,7 +156,7 @@ def test_links_out_of_the_tree_are_kept_but_never_followed(tmp_path):
     assert not (tmp_path / "planted").exists()
 
 
-def test_a_tree_too_large_is_refused_before_its_data_is_read(tmp_path):
+def test_a_tree_too_large_is_refused_before_its_data_is_read(tmp_path, tar_filters):
     """A file claiming 1 TiB (a sparse file, say) is refused at its header: the stream here even
     ends right after it, so reading on would fail. So is an inode bomb of empty files."""
     header = tarfile.TarInfo("testbed/huge")
