@@ -196,6 +196,10 @@ class TrackingConfig:
     in MLflow, not one per iteration), so `models:/<registered_model>@champion` exists."""
     artifact_location: str = ""
     """Artifact root of a new experiment ("" = <run_root>/mlartifacts for a local store)."""
+    ui_url: str = ""
+    """Base URL of the MLflow UI in the links a run prints and puts in Prefect ("" = mlflow_uri).
+    Set it where browsers reach the server by another name than the run does: the team stack's
+    worker calls `http://mlflow:5000`, a browser `http://127.0.0.1:5000`."""
 
 
 @dataclass(frozen=True)

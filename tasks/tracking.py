@@ -5,7 +5,8 @@
   resume never logs a step twice.
 - Params: the whole config, flattened (`swe_rlvr.config.flatten`). Tags: the Prefect flow run that
   last opened the run (id, and its UI URL when one is configured) and the git commit of the code
-  (`mlflow.source.git.commit`, left out outside a git checkout). The experiment is tagged
+  (`mlflow.source.git.commit`; outside a git checkout $SWE_RLVR_GIT_COMMIT, which the team image
+  sets, else left out). The experiment is tagged
   `mlflow.experimentKind=custom_model_development`, so the MLflow 3 UI opens it as model training
   rather than as a GenAI app.
 - Metrics per iteration: pass@1 ± SEM and pass@k (when evaluated; best@k beside them when a
@@ -21,6 +22,7 @@ server (`infra/docker-compose.yml`) is one `tracking.mlflow_uri` away.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import tempfile
 import time
@@ -105,13 +107,16 @@ def run_tags() -> dict[str, str]:
 
 
 def git_commit(where: Path = Path(__file__).parent) -> str:
-    """`git rev-parse HEAD` of the checkout holding this code; "" outside one."""
+    """`git rev-parse HEAD` of the checkout holding this code. Outside one, $SWE_RLVR_GIT_COMMIT,
+    which infra/team/build.sh sets in the team image to the commit it copied; else ""."""
     try:
         done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True,
                               text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return done.stdout.strip() if done.returncode == 0 else ""
+        done = None
+    if done is not None and done.returncode == 0:
+        return done.stdout.strip()
+    return os.environ.get("SWE_RLVR_GIT_COMMIT", "")
 
 
 def open_run(cfg: Config, run_dir: str) -> str:
@@ -266,5 +271,6 @@ def run_link(cfg: Config, run_id: str) -> str:
     uri = tracking_uri(cfg)
     if uri.startswith("http"):
         exp = client(cfg).get_run(run_id).info.experiment_id
-        return f"{uri.rstrip('/')}/#/experiments/{exp}/runs/{run_id}?{ML_VIEW}"
+        base = (cfg.tracking.ui_url or uri).rstrip("/")
+        return f"{base}/#/experiments/{exp}/runs/{run_id}?{ML_VIEW}"
     return f"mlflow ui --backend-store-uri {uri}  (run {run_id})"

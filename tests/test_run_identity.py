@@ -83,11 +83,16 @@ def test_the_experiment_opens_as_model_training(probed):
 
 
 def test_outside_a_flow_stages_log_to_the_module_logger_and_no_commit_outside_git(tmp_path,
-                                                                                   caplog):
+                                                                                   caplog,
+                                                                                   monkeypatch):
+    monkeypatch.delenv("SWE_RLVR_GIT_COMMIT", raising=False)
     with caplog.at_level(logging.INFO, logger="tasks.stage"):
         _eval_stage(str(tmp_path / "plain"))
     line = caplog.records[-1].getMessage()
     assert line.startswith("eval: main 1 rows -> ") and "iter_0/eval.parquet" in line
     assert tracking.git_commit(tmp_path) == ""
+    monkeypatch.setenv("SWE_RLVR_GIT_COMMIT", "c0ffee")      # what the team image records
+    assert tracking.git_commit(tmp_path) == "c0ffee"
+    assert tracking.git_commit() != "c0ffee"                 # a checkout's own commit wins
     assert manifest_line({"stage": "update", "outputs": {}, "wall_s": 2.0,
                           "peak_rss_mb": 900.0}) == "update: no outputs; 2.0 s, peak RSS 900 MB"
