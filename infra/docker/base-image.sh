@@ -15,6 +15,8 @@
 # Environment:
 #   SWE_RLVR_DOCKER_ROOT     state dir (default: $HOME/.cache/swe-rlvr/docker)
 #   SWE_RLVR_BASE_IMAGE      tag to build (default: swe-rlvr/sandbox-base:bookworm)
+#   SWE_RLVR_BASE_PACKAGES   comma-separated packages to include (default: the sandbox's list
+#                            below; infra/team/build.sh adds Postgres and bubblewrap for its image)
 #   SWE_RLVR_DEBIAN_MIRROR   Debian mirror (default: http://deb.debian.org/debian)
 #   SWE_RLVR_REBUILD=1       rebuild the rootfs tarball even if one is cached
 set -uo pipefail
@@ -22,7 +24,7 @@ set -uo pipefail
 ROOT=${SWE_RLVR_DOCKER_ROOT:-${HOME:-/root}/.cache/swe-rlvr/docker}
 TAG=${SWE_RLVR_BASE_IMAGE:-swe-rlvr/sandbox-base:bookworm}
 MIRROR=${SWE_RLVR_DEBIAN_MIRROR:-http://deb.debian.org/debian}
-PACKAGES=python3,python-is-python3,python3-venv,python3-pytest,git,patch
+PACKAGES=${SWE_RLVR_BASE_PACKAGES:-python3,python-is-python3,python3-venv,python3-pytest,git,patch}
 TARBALL="$ROOT/images/$(echo "$TAG" | tr '/:' '__').tar"
 
 say() { echo "[base-image] $*"; }

@@ -6,7 +6,7 @@
 # tests then skip with that reason.
 #
 # What it does:
-#   1. installs docker.io and debootstrap with apt if they are missing (root only);
+#   1. installs docker.io, debootstrap and docker-compose with apt if they are missing (root only);
 #   2. if `docker info` already answers on the default socket (or $DOCKER_HOST), stops there;
 #   3. otherwise starts dockerd in the background with its own data root, exec root, pidfile and
 #      log under the state dir, and no iptables, IP forwarding or default bridge (containers run
@@ -38,6 +38,9 @@ install_packages() {
   local missing=()
   command -v dockerd >/dev/null || missing+=(docker.io)
   command -v debootstrap >/dev/null || missing+=(debootstrap)
+  # The team stack's test (tests/test_team_stack.py) needs a compose CLI: Debian's is v1.
+  command -v docker-compose >/dev/null || docker compose version >/dev/null 2>&1 \
+    || missing+=(docker-compose)
   [ ${#missing[@]} -eq 0 ] && return 0
   if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
     say "missing ${missing[*]} and cannot install them (needs root and apt-get)"
