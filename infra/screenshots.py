@@ -26,7 +26,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,15 +33,8 @@ PY = sys.executable
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from process_support import free_port, start_mlflow_server, stop, wait_http  # noqa: E402
-
-
-def api(url: str, body: dict | None = None) -> object:
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"},
-                                 method="POST" if data is not None else "GET")
-    with urllib.request.urlopen(req, timeout=30) as resp:
-        return json.loads(resp.read())
+from process_support import (free_port, http_json as api, start_mlflow_server,  # noqa: E402
+                             stop, wait_http)
 
 
 def shoot(url: str, png: Path, width: int = 1600, height: int = 1000, wait_ms: int = 40000) -> None:

@@ -3,6 +3,7 @@ vLLM, MLflow) on 127.0.0.1."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -32,17 +33,29 @@ def stop(proc: subprocess.Popen) -> None:
             proc.wait(timeout=10)
 
 
-def wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 180) -> None:
-    """Return once `url` answers; fail with the log's tail if `proc` exits or time runs out."""
+def wait_http(url: str, proc: subprocess.Popen | None = None, log: Path | None = None,
+              timeout: float = 180) -> None:
+    """Return once `url` answers; fail with the log's tail if `proc` (when given) exits, or when
+    time runs out."""
     deadline = time.monotonic() + timeout
     while True:
-        assert proc.poll() is None, f"{proc.args[:4]} exited: {log.read_text()[-3000:]}"
+        if proc is not None:
+            assert proc.poll() is None, f"{proc.args[:4]} exited: {log.read_text()[-3000:]}"
         try:
             with urllib.request.urlopen(url, timeout=2):
                 return
         except OSError:
             assert time.monotonic() < deadline, f"{url} did not answer in {timeout:.0f} s"
             time.sleep(0.5)
+
+
+def http_json(url: str, body: dict | None = None, timeout: float = 30) -> object:
+    """GET `url` (POST `body` as JSON when given) and parse the JSON answer."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"},
+                                 method="POST" if data is not None else "GET")
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return json.loads(resp.read())
 
 
 def start_mlflow_server(tmp: Path, env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:

@@ -15,19 +15,17 @@ Cold, the image build takes several minutes (debootstrap, wheels); later builds 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 import time
 import urllib.parse
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from docker_engine import engine_problem
-from process_support import free_port
+from process_support import free_port, http_json, wait_http
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 
@@ -51,46 +49,29 @@ def compose_cli() -> list[str] | None:
     return [shutil.which("docker-compose")] if shutil.which("docker-compose") else None
 
 
-def http_json(url: str, body: dict | None = None, timeout: float = 30) -> object:
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"},
-                                 method="POST" if data is not None else "GET")
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
-        return json.loads(resp.read())
-
-
-def wait_for(url: str, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=5):
-                return
-        except OSError as exc:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{url} did not answer in {seconds:.0f} s: {exc}") from exc
-            time.sleep(2)
-
-
 class Stack:
     def __init__(self, cli: list[str], project: str, env: dict[str, str], prefect: str,
                  mlflow: str):
         self.cli, self.project, self.env = cli, project, env
         self.prefect, self.mlflow = prefect, mlflow
 
-    def compose(self, *args: str, timeout: float = 600, check: bool = True,
-                extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-        done = subprocess.run([*self.cli, "-p", self.project, "-f", str(COMPOSE_FILE), *args],
+    def run(self, *args: str, timeout: float, extra_env: dict[str, str] | None = None
+            ) -> subprocess.CompletedProcess:
+        """`<compose> -p <project> -f infra/docker-compose.yml <args>`, output captured."""
+        return subprocess.run([*self.cli, "-p", self.project, "-f", str(COMPOSE_FILE), *args],
                               env={**self.env, **(extra_env or {})}, cwd=ROOT, text=True,
                               capture_output=True, timeout=timeout)
+
+    def compose(self, *args: str, timeout: float = 600, check: bool = True,
+                extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        done = self.run(*args, timeout=timeout, extra_env=extra_env)
         if check and done.returncode != 0:
             raise AssertionError(f"compose {' '.join(args)} failed ({done.returncode}):\n"
                                  f"{(done.stdout + done.stderr)[-4000:]}\n{self.logs()}")
         return done
 
     def logs(self, tail: int = 60) -> str:
-        done = subprocess.run([*self.cli, "-p", self.project, "-f", str(COMPOSE_FILE), "logs",
-                               "--no-color", "--tail", str(tail)], env=self.env, cwd=ROOT,
-                              text=True, capture_output=True, timeout=120)
+        done = self.run("logs", "--no-color", "--tail", str(tail), timeout=120)
         return (done.stdout + done.stderr)[-12000:]
 
 
@@ -114,8 +95,8 @@ def stack():
               f"http://127.0.0.1:{mlflow_port}")
     try:
         s.compose("up", "-d", timeout=900)
-        wait_for(f"{s.prefect}/api/health", 300)
-        wait_for(f"{s.mlflow}/health", 300)
+        wait_http(f"{s.prefect}/api/health", timeout=300)
+        wait_http(f"{s.mlflow}/health", timeout=300)
         yield s
     finally:
         s.compose("down", "-v", "--remove-orphans", "-t", "20", timeout=300, check=False)

@@ -7,6 +7,7 @@
 # the image's last layer installs the checkout editable at /app.
 set -euo pipefail
 if [ -f /etc/pip-ca.pem ]; then export PIP_CERT=/etc/pip-ca.pem; fi   # the host's CA bundle
+export PIP_NO_CACHE_DIR=1                      # nothing of the download stays in the image
 python3 -m venv /opt/swe-rlvr
 pip=(/opt/swe-rlvr/bin/pip install -q --find-links /wheels)
 "${pip[@]}" --upgrade pip setuptools wheel
@@ -17,4 +18,3 @@ pip=(/opt/swe-rlvr/bin/pip install -q --find-links /wheels)
 # The servers run as nobody: their state dirs belong to it (a new named volume copies this owner).
 mkdir -p /mlartifacts /var/lib/prefect
 chown 65534:65534 /mlartifacts /var/lib/prefect
-rm -rf /root/.cache
