@@ -267,3 +267,61 @@ def test_growing_layers_hold_what_concatenation_would():
         keys, values = cache.update(part, -part, 1)
     assert torch.equal(keys, torch.cat(parts, dim=2)) and torch.equal(values, -keys)
     assert cache.get_seq_length(1) == 207 and cache.layers[1]._kbuf.shape[2] == 2 * 207
+
+
+def test_inverse_cdf_sampling_draws_each_id_at_its_probability():
+    """probs (0.1, 0, 0.6, 0.3): 40,000 draws land within 4 standard errors of each probability
+    (sd of a frequency at p = 0.6: sqrt(0.24 / 40000) = 0.0024); the zero-probability id and a
+    one-hot row's other ids are never drawn."""
+    from agent.engines.hf import _inverse_cdf
+    probs = torch.tensor([[0.1, 0.0, 0.6, 0.3]] * 20_000 + [[0.0, 0.0, 0.0, 1.0]] * 20_000)
+    gen = torch.Generator().manual_seed(0)
+    drawn = torch.cat([_inverse_cdf(probs, gen), _inverse_cdf(probs, gen)])       # (80000,)
+    mixed = torch.cat([drawn[:20_000], drawn[40_000:60_000]])
+    freq = torch.bincount(mixed, minlength=4).double() / len(mixed)
+    assert freq[1] == 0.0
+    assert torch.allclose(freq, torch.tensor([0.1, 0.0, 0.6, 0.3], dtype=torch.float64), atol=0.01)
+    assert set(torch.cat([drawn[20_000:40_000], drawn[60_000:]]).tolist()) == {3}
+
+
+@pytest.mark.parametrize("overrides, dtype", [
+    ({"name": "hf", "device": "cpu"}, "float32"),
+    ({"name": "hf", "device": "cpu", "dtype": "bfloat16"}, "bfloat16"),
+    ({"name": "vllm-server"}, "float32"),
+    ({"name": "vllm"}, None),                 # the checkpoint's dtype
+    ({"name": "openai"}, None),               # a user's server: unknown
+    ({"name": "scripted", "dtype": "float32"}, None),
+])
+def test_sampling_dtype_is_known_only_where_the_run_sets_it(overrides, dtype):
+    from agent.engines import sampling_dtype
+    assert sampling_dtype(EngineConfig(**overrides)) == dtype
+
+
+def test_stopped_rows_leave_the_batch_with_their_cache_intact(tiny, monkeypatch):
+    """Half the vocabulary as stop ids: rows stop at different early steps, so the batch drops
+    its stopped rows (keep_rows runs) while others go on. Every sample's log-probs are still a
+    fresh forward's, and every stored prefix-cache entry holds the keys and values a fresh
+    forward computes over its ids (the stop token included where it was fed)."""
+    import agent.engines.hf as hf
+    calls = []
+    real = hf.keep_rows
+    monkeypatch.setattr(hf, "keep_rows", lambda cache, index: (calls.append(len(index)),
+                                                               real(cache, index)))
+    eng = make_engine(EngineConfig(name="hf", model=str(tiny), torch_threads=1, max_batch=8,
+                                   prefix_cache_gb=1.0))
+    vocab = eng.model.config.vocab_size
+    prompts = [p for p in _prompts(eng.tokenizer) for _ in range(3)]           # 9 rows
+    samples = eng.generate(prompts, SamplingParams(max_new_tokens=16, seed=2,
+                                                   stop_token_ids=tuple(range(0, vocab, 2))))
+    assert calls and len({len(s.token_ids) for s in samples}) > 2
+    for prompt, sample in zip(prompts, samples):
+        expected = _recompute_logprobs(tiny, prompt, sample.token_ids, 1.0)
+        assert torch.allclose(torch.tensor(sample.logprobs), expected, atol=LOGPROB_ATOL)
+    entries = list(eng.prefix_cache._entries.values())
+    assert len(entries) == len(prompts)
+    for ids, kv in entries:
+        with torch.no_grad():
+            fresh = eng.model(input_ids=torch.tensor([list(ids)]), use_cache=True).past_key_values
+        for (keys, values), layer in zip(kv, fresh.layers):
+            assert torch.allclose(keys, layer.keys, atol=LOGPROB_ATOL)
+            assert torch.allclose(values, layer.values, atol=LOGPROB_ATOL)

@@ -29,4 +29,21 @@ def make_engine(cfg: Any) -> Engine:
     return getattr(importlib.import_module(module_name), class_name)(cfg)
 
 
-__all__ = ["ENGINES", "Engine", "Sample", "SamplingParams", "UNFILTERED", "is_unfiltered", "make_engine"]
+def sampling_dtype(cfg: Any) -> str | None:
+    """The weights' dtype `cfg` (an EngineConfig) samples with, where this process can know it:
+    engine.dtype when set; for "auto", the hf engine's rule (bf16 on a GPU, fp32 on CPU) and the
+    managed vLLM server's (fp32). None for the offline vllm engine (the checkpoint's dtype), a
+    user's server (openai) and scripted policies."""
+    if cfg.name.startswith("scripted"):
+        return None
+    if cfg.dtype != "auto":
+        return cfg.dtype
+    if cfg.name == "vllm-server":
+        return "float32"
+    if cfg.name in ("hf", "auto"):
+        from agent.engines.hf import _pick_device
+        return "bfloat16" if _pick_device(cfg.device).type == "cuda" else "float32"
+    return None
+
+
+__all__ = ["ENGINES", "Engine", "Sample", "SamplingParams", "UNFILTERED", "is_unfiltered", "make_engine", "sampling_dtype"]

@@ -130,6 +130,25 @@ class GrowingLayer(DynamicLayer):
         return self.keys, self.values
 
 
+def compactable(cache: DynamicCache) -> bool:
+    """Can `keep_rows` drop rows of `cache` (every layer a GrowingLayer)?"""
+    return all(isinstance(layer, GrowingLayer) for layer in cache.layers)
+
+
+def keep_rows(cache: DynamicCache, index: torch.Tensor) -> None:
+    """Keep only the batch rows `index` (r,) of every layer of `cache`, in place (a copy of
+    their used columns)."""
+    def rows_of(buf: torch.Tensor, used: int) -> torch.Tensor:
+        out = buf.new_empty((len(index), *buf.shape[1:]))                      # (r, H_kv, cap, D)
+        out[:, :, :used] = buf[index, :, :used]
+        return out
+
+    for layer in cache.layers:
+        used = layer._used
+        layer._kbuf, layer._vbuf = rows_of(layer._kbuf, used), rows_of(layer._vbuf, used)
+        layer.keys, layer.values = layer._kbuf[:, :, :used], layer._vbuf[:, :, :used]
+
+
 def _regrow(buf: torch.Tensor | None, like: torch.Tensor, used: int, capacity: int) -> torch.Tensor:
     """A (B, H_kv, capacity, D) buffer holding the first `used` positions of `buf`."""
     shape = (*like.shape[:-2], capacity, like.shape[-1])
