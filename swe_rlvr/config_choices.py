@@ -64,6 +64,8 @@ TrainerEngine = Literal["torch", "deepspeed"]
 Schedule = Literal["cosine", "constant"]
 """Learning-rate schedules of SFT/RFT after the warm-up (`trainer.engine_torch.lr_lambda`)."""
 Compile = Literal["auto"]
+Autocast = Literal["auto", "bf16", "fp32"]
+"""Mixed precision of the torch trainer's forward and backward (`trainer.engine_torch`)."""
 """trainer.compile's third value beside true and false: on for CUDA only."""
 
 Objective = Literal["pointwise", "pairwise"]

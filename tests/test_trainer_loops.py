@@ -278,7 +278,8 @@ def test_sampler_old_logprobs_stand_in_only_where_they_are_policy_ks(tiny_model_
     """trainer.old_logprobs=sampler skips the old log-probs' forward: the first step's ratio is
     then against the sampler's log-probs (here a made-up -2.0, so the mismatch metric, old vs
     sampler, is 0). A sampler at another temperature, or a row whose guidance the trainer strips,
-    was not sampling policy k in that context, and is recomputed."""
+    was not sampling policy k in that context, and is recomputed; so is a bf16 sampler, or any
+    sampler of a trainer under bf16 autocast (not the same numerics)."""
     from trainer.loops import run_dapo
     lp = (0.0,) * len(PROMPT) + (-2.0,) * len(GOOD)
     eps = [_episode(GOOD, adv=1.0, logprobs=lp), _episode(BAD, adv=-1.0, logprobs=lp)]
@@ -289,6 +290,10 @@ def test_sampler_old_logprobs_stand_in_only_where_they_are_policy_ks(tiny_model_
     hot = load_config(overrides=["trainer.device=cpu", "trainer.old_logprobs=sampler",
                                  "trainer.pack_tokens=256", "engine.temperature=0.7"])
     assert mismatch(hot, "hot") > 1.0
+    for precision in ("engine.dtype=bfloat16", "trainer.autocast=bf16"):   # not the trainer's fp32
+        bf16 = load_config(overrides=["trainer.device=cpu", "trainer.old_logprobs=sampler",
+                                      "trainer.pack_tokens=256", precision])
+        assert mismatch(bf16, precision.split("=")[0]) > 1.0
     guided = [dataclasses.replace(e, token_ids=PROMPT + (900,) * 4 + e.token_ids[len(PROMPT):],
                                   loss_mask=(0,) * 4 + e.loss_mask, logprobs=(0.0,) * 4 + lp,
                                   guidance_span=(len(PROMPT), len(PROMPT) + 4)) for e in eps]

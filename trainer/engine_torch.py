@@ -1,10 +1,11 @@
 """Plain-torch engine: CPU or GPU, one process or several under `torchrun` (data parallel).
 
-fp32 master weights; on GPU the forward runs under bf16 autocast. AdamW over all parameters
-(Nebius: weight decay 0.1; torch's fused kernel where the device has one), a linear warm-up then
-cosine or constant LR, gradient-norm clipping, optional gradient checkpointing, and optional
-compiled decoder layers (`trainer.compile`). Gradient accumulation is the caller's: call `backward` once per
-packed micro-batch (losses already normalised by the step's global counts), then `step` once.
+fp32 master weights; the forward runs under bf16 autocast on GPU (`trainer.autocast`: on CPU too).
+AdamW over all parameters (Nebius: weight decay 0.1; torch's fused kernel where the device has
+one), a linear warm-up then cosine or constant LR, gradient-norm clipping, optional gradient
+checkpointing, and optional compiled decoder layers (`trainer.compile`). Gradient accumulation is
+the caller's: call `backward` once per packed micro-batch (losses already normalised by the step's
+global counts), then `step` once.
 
 Data parallel (`trainer.launch` starts `torchrun`, which sets RANK/WORLD_SIZE): every rank holds
 the whole model and optimiser, runs the rows `shard` gives it, and `step` *sums* the gradients
@@ -104,6 +105,13 @@ def compile_enabled(setting: bool | str, device: torch.device) -> bool:
     raise ValueError(f"trainer.compile must be true, false or auto, got {setting!r}.")
 
 
+def autocast_enabled(setting: str, device: torch.device) -> bool:
+    """trainer.autocast: bf16 autocast on "bf16", never on "fp32", on CUDA only for "auto"."""
+    if setting not in ("auto", "bf16", "fp32"):
+        raise ValueError(f"trainer.autocast must be auto, bf16 or fp32, got {setting!r}.")
+    return setting == "bf16" or (setting == "auto" and device.type == "cuda")
+
+
 def make_optimizer(params, lr: float, weight_decay: float, device: torch.device):
     """AdamW, with torch's fused kernel on CUDA and CPU (one kernel per step, not one per tensor)."""
     return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay,
@@ -171,8 +179,8 @@ class TorchEngine:
             self.optimizer, lr_lambda(schedule, cfg.warmup_steps, total_steps))
 
     def autocast(self):
-        if self.device.type == "cuda":
-            return torch.autocast("cuda", dtype=torch.bfloat16)
+        if autocast_enabled(self.cfg.autocast, self.device):
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
     def shard(self, n: int) -> list[int | None]:

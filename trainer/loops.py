@@ -126,10 +126,23 @@ def run_rft(model_dir: Path, episodes: Sequence[Episode], cfg: Config, out_dir: 
 
 def sampler_is_policy(cfg: Config, same_context: list[bool]) -> list[bool]:
     """Per episode: may its sampler log-probs stand for policy k's (trainer.old_logprobs=sampler,
-    a real sampler at temperature 1, and the context it sampled in is the one trained on)?"""
+    a real sampler at temperature 1 with the trainer's numerics, and the context it sampled in is
+    the one trained on)?"""
     usable = (cfg.trainer.old_logprobs == "sampler" and cfg.engine.temperature == 1.0
-              and not cfg.engine.name.startswith("scripted"))
+              and same_numerics(cfg))
     return [usable and same for same in same_context]
+
+
+def same_numerics(cfg: Config) -> bool:
+    """Do the sampler and the trainer compute log-probs alike: fp32 weights on both sides, no
+    autocast? A bf16 sampler or a bf16-autocast trainer differs from fp32 by ~1e-2 per token, so
+    its log-probs are recomputed (a no-grad forward) rather than trusted as policy k's."""
+    from agent.engines import sampling_dtype
+    from trainer.engine_torch import autocast_enabled, pick_device
+    device = pick_device(cfg.trainer.device)
+    trainer_fp32 = (not autocast_enabled(cfg.trainer.autocast, device)
+                    if cfg.trainer.engine == "torch" else device.type != "cuda")
+    return trainer_fp32 and sampling_dtype(cfg.engine) == "float32"
 
 
 def old_logprobs(run: Run, steps: Steps, plan: list[list[int]],
