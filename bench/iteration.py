@@ -2,7 +2,8 @@
 compute-bound minimum of the same work measured in the same run.
 
 In this process, with the real Prefect flows (an ephemeral API under a private PREFECT_HOME):
-  1. the matmul rate: fp32 GEMMs of the policy's MLP shape on every core (GFLOP/s);
+  1. the matmul rates: GEMMs of the policy's MLP shape on every core (GFLOP/s) in fp32 and in
+     each precision the run computes in (engine.dtype; bf16 under trainer.autocast);
   2. `rl_iteration` (iteration 0) of the config (default configs/quickstart.yaml) from --policy,
      by default engine.model after the config's expert warm-up (as the quickstart's RL starts; the
      warm-up runs once, untimed, and is kept under runs/.bench; SmolLM2 is converted once when
@@ -10,7 +11,8 @@ In this process, with the real Prefect flows (an ephemeral API under a private P
   3. `evaluate_policy` of the new policy (eval.limit instances x eval.runs), as the quickstart
      does after each iteration.
 Per stage (from its manifest): wall seconds, the process's peak RSS while it ran, the tokens the
-model ran, their FLOPs (`swe_rlvr.compute`) and the compute-bound minimum, FLOPs / rate. The
+model ran, their FLOPs (`swe_rlvr.compute`) and the compute-bound minimum, FLOPs / fp32's rate
+(`own_s`: each span's FLOPs / the rate of the precision it ran in, the stricter bound). The
 minimum counts only the work an iteration cannot skip: generation (prefill, decode) and the
 update's forward+backward. Old log-probs are counted as overhead, since the sampler's log-probs
 of policy k are what they recompute. Then where the time went, by span (busy seconds: the
@@ -60,14 +62,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def matmul_rate(shape, seconds: float = 1.0) -> float:
-    """FLOP/s of fp32 (512, d) @ (d, 4d)-sized GEMMs on every core, best of 3 timed runs."""
+def matmul_rate(shape, seconds: float = 1.0, dtype: str = "float32") -> float:
+    """FLOP/s of (512, d) @ (d, 4d)-sized GEMMs in `dtype` on every core, best of 3 timed runs."""
     import torch
     threads = torch.get_num_threads()
     torch.set_num_threads(os.cpu_count() or 1)
     try:
         d, inner = shape.hidden, 4 * shape.hidden
-        a, b = torch.randn(512, d), torch.randn(d, inner)
+        a, b = (torch.randn(n, m, dtype=getattr(torch, dtype)) for n, m in ((512, d), (d, inner)))
         flops = 2.0 * 512 * d * inner
         best = 0.0
         for _ in range(3):
@@ -104,18 +106,35 @@ def work(manifest: dict) -> dict:
     return {name: Total(**t) for name, t in manifest.get("spans", {}).items()}
 
 
-def stage_rows(manifests: dict, shape, rate: float) -> list[dict]:
-    """Per stage: wall, peak RSS, tokens, FLOPs of the necessary work and its minimum time."""
+def stage_rows(manifests: dict, shape, rate: float, own_rate=None) -> list[dict]:
+    """Per stage: wall, peak RSS, tokens, FLOPs of the necessary work and its minimum time at
+    `rate` (fp32's: `min_s`) and at `own_rate(span)`, the rate of the precision that span
+    computed in (`min_own_s`; default `rate`)."""
+    own_rate = own_rate or (lambda span: rate)
     rows = []
     for name, m in sorted(manifests.items(), key=lambda kv: kv[1]["finished_at"]):
         spans_ = work(m)
-        needed = sum(span_flops(shape, k, t) for k, t in spans_.items()
-                     if k in GENERATION + TRAINING)
+        needed = {k: span_flops(shape, k, t) for k, t in spans_.items() if k in GENERATION + TRAINING}
         tokens = sum(t.tokens for k, t in spans_.items()
                      if k in GENERATION + TRAINING + FORWARD_ONLY)
         rows.append({"stage": name, "wall_s": m["wall_s"], "peak_rss_mb": m.get("peak_rss_mb", 0.0),
-                     "tokens": tokens, "gflop": needed / 1e9, "min_s": needed / rate})
+                     "tokens": tokens, "gflop": sum(needed.values()) / 1e9,
+                     "min_s": sum(needed.values()) / rate,
+                     "min_own_s": sum(f / own_rate(k) for k, f in needed.items())})
     return rows
+
+
+def precision_rates(cfg, shape) -> tuple[dict, object]:
+    """The matmul rate of fp32 and of each precision the run computes in, and span -> the rate
+    of its precision: generation in the engine's weights' dtype, training in bf16 under
+    trainer.autocast."""
+    from agent.engines import sampling_dtype
+    from trainer.engine_torch import autocast_enabled, pick_device
+    sampling = sampling_dtype(cfg.engine) or "float32"
+    training = ("bfloat16" if autocast_enabled(cfg.trainer.autocast, pick_device(cfg.trainer.device))
+                else "float32")
+    rates = {dtype: matmul_rate(shape, dtype=dtype) for dtype in {"float32", sampling, training}}
+    return rates, lambda span: rates[training if span in TRAINING else sampling]
 
 
 def span_rows(manifests_by_flow: dict, shape, rate: float, exec_s: float) -> list[dict]:
@@ -181,16 +200,17 @@ def exec_seconds(run_dir: str) -> float:
 
 
 def print_tables(stages: list[dict], spans_: list[dict], flows: dict, peak_mb: float,
-                 rate: float, done: dict) -> dict:
-    print(f"\nmatmul rate {rate / 1e9:.1f} GFLOP/s (fp32, {os.cpu_count()} threads); "
-          f"{done['episodes']} episodes ({done['resolved']} resolved)"
+                 rates: dict, done: dict) -> dict:
+    print("\nmatmul rate " + ", ".join(f"{r / 1e9:.1f} GFLOP/s ({dtype})" for dtype, r in rates.items())
+          + f" on {os.cpu_count()} threads; {done['episodes']} episodes ({done['resolved']} resolved)"
           + (f", {done['eval_episodes']} evaluated" if "eval_episodes" in done else ""))
+    print("min_s: the work at fp32's rate; own_s: each span at the rate of the precision it ran in")
     print(f"\n{'stage':18} {'wall_s':>8} {'rss_GB':>7} {'tokens':>8} {'GFLOP':>8} {'min_s':>7} "
-          f"{'wall/min':>8}")
+          f"{'wall/min':>8} {'own_s':>7} {'wall/own':>8}")
     for r in stages:
-        ratio = f"{r['wall_s'] / r['min_s']:8.1f}" if r["min_s"] else f"{'-':>8}"
+        ratios = [f"{r['wall_s'] / r[k]:8.1f}" if r[k] else f"{'-':>8}" for k in ("min_s", "min_own_s")]
         print(f"{r['stage']:18} {r['wall_s']:8.1f} {r['peak_rss_mb'] / 1024:7.2f} {r['tokens']:8d} "
-              f"{r['gflop']:8.0f} {r['min_s']:7.1f} {ratio}")
+              f"{r['gflop']:8.0f} {r['min_s']:7.1f} {ratios[0]} {r['min_own_s']:7.1f} {ratios[1]}")
     print(f"\n{'span (busy)':18} {'busy_s':>8} {'calls':>7} {'tokens':>8} {'tok/s':>8} {'GFLOP':>8} "
           f"{'min_s':>7}")
     for r in spans_:
@@ -198,14 +218,16 @@ def print_tables(stages: list[dict], spans_: list[dict], flows: dict, peak_mb: f
               f"{r['tok_s']:8.0f} {r['gflop']:8.0f} {r['min_s']:7.1f}")
     wall = sum(f["wall_s"] for f in flows.values())
     minimum = sum(r["min_s"] for r in stages)
+    own = sum(r["min_own_s"] for r in stages)
     for name, f in flows.items():
         print(f"{'prefect ' + name:18} {f['wall_s'] - f['stages_s']:8.1f}   (flow wall "
               f"{f['wall_s']:.1f} s - its stages {f['stages_s']:.1f} s)")
-    print(f"\ntotal wall {wall:.1f} s, compute-bound minimum {minimum:.1f} s: "
-          f"wall/min {wall / minimum if minimum else float('inf'):.1f} (target <= 2); "
+    print(f"\ntotal wall {wall:.1f} s, compute-bound minimum {minimum:.1f} s at fp32's rate: "
+          f"wall/min {wall / minimum if minimum else float('inf'):.1f} (target <= 2); at each "
+          f"span's own precision {own:.1f} s: wall/own {wall / own if own else float('inf'):.1f}; "
           f"peak RSS {peak_mb / 1024:.2f} GB")
     return {"wall_s": wall, "min_s": minimum, "ratio": wall / minimum if minimum else None,
-            "peak_rss_mb": peak_mb}
+            "min_own_s": own, "ratio_own": wall / own if own else None, "peak_rss_mb": peak_mb}
 
 
 def main(argv=None) -> None:
@@ -232,7 +254,8 @@ def main(argv=None) -> None:
     if not args.policy and not args.cold:
         policy = warm_policy(cfg, policy)
     shape = model_dims(policy).shape
-    rate = matmul_rate(shape)
+    rates, own_rate = precision_rates(cfg, shape)
+    rate = rates["float32"]
     run_dir = str(tmp / "runs" / "bench")
     flows_out, manifests = {}, {}
     start = time.perf_counter()
@@ -248,11 +271,12 @@ def main(argv=None) -> None:
         f["stages_s"] = sum(m["wall_s"] for m in manifests[name].values())
     done = check(run_dir, cfg, not args.no_eval)
     stages = [dict(r, flow=name) for name, ms in manifests.items()
-              for r in stage_rows(ms, shape, rate)]
+              for r in stage_rows(ms, shape, rate, own_rate)]
     span_table = span_rows(manifests, shape, rate, exec_seconds(run_dir))
-    summary = print_tables(stages, span_table, flows_out, spans.peak_rss_mb(), rate, done)
+    summary = print_tables(stages, span_table, flows_out, spans.peak_rss_mb(), rates, done)
     if args.json:
-        Path(args.json).write_text(json.dumps({"rate_flops": rate, "shape": asdict(shape),
+        Path(args.json).write_text(json.dumps({"rate_flops": rate, "rates_flops": rates,
+                                               "shape": asdict(shape),
                                                "stages": stages, "spans": span_table,
                                                "flows": flows_out, "checks": done, **summary},
                                               indent=1))

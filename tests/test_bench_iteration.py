@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from bench.iteration import span_rows, stage_rows
 from swe_rlvr.compute import Shape
 
@@ -32,6 +34,16 @@ def test_the_minimum_counts_generation_and_training_but_not_old_logprobs():
     assert rows["update"]["min_s"] == 84_960 / RATE
     assert rows["update"]["tokens"] == 20                         # both passes ran 10 tokens
     assert [r["stage"] for r in stage_rows(MANIFESTS, SHAPE, RATE)] == ["rollouts", "update"]
+
+
+def test_each_span_also_counts_at_the_rate_of_its_own_precision():
+    """A bf16 engine at 4x and a bf16-autocast trainer at 2x fp32's rate: `min_own_s` divides
+    each span's FLOPs by its own rate, `min_s` stays at fp32's."""
+    own = lambda span: 2 * RATE if span == "forward_backward" else 4 * RATE   # noqa: E731
+    rows = {r["stage"]: r for r in stage_rows(MANIFESTS, SHAPE, RATE, own)}
+    assert rows["rollouts"]["min_own_s"] == pytest.approx((25_920 + 12_480) / (4 * RATE))
+    assert rows["update"]["min_own_s"] == pytest.approx(84_960 / (2 * RATE))
+    assert rows["update"]["min_s"] == 84_960 / RATE
 
 
 def test_spans_sum_over_stages_with_the_sandbox_beside_them():
