@@ -55,12 +55,14 @@ def test_smollm2_quickstart_update_estimate_meets_its_measurement():
     """The numbers the quickstart recipe is sized by (SmolLM2-135M: d 576, kv 192, i 1536, 30
     layers, 49,152 vocabulary, 134.5M parameters, 106.2M outside the embedding). Measured by
     bench/iteration.py on rows of ~4,300 tokens: the update grew the process by 7.9 GB without
-    checkpointing, and peaked at 5.0 GB with it (the estimate takes full 8,192-token rows)."""
+    checkpointing, and peaked at 5.0 GB with it (the estimate takes full 8,192-token rows, the
+    recipe's trainer.pack_tokens then)."""
     from trainer.forward import head_chunk_rows
     dims = memory.ModelDims(Shape(106_203_456, 576, 49_152, 30), 134_515_008, 192, 1536)
     update = {}
     for ckpt in (False, True):
-        cfg = load_config("configs/quickstart.yaml", [f"trainer.grad_checkpointing={ckpt}"])
+        cfg = load_config("configs/quickstart.yaml", ["trainer.pack_tokens=8192",
+                                                      f"trainer.grad_checkpointing={ckpt}"])
         est = memory.estimate(cfg, dims, 4, head_chunk_rows(49_152), False, True)
         update[ckpt] = est.phase("update") / memory.GIB
     assert update[False] > 12 and 4.5 < update[True] < 5.6
