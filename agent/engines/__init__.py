@@ -46,4 +46,5 @@ def sampling_dtype(cfg: Any) -> str | None:
     return None
 
 
-__all__ = ["ENGINES", "Engine", "Sample", "SamplingParams", "UNFILTERED", "is_unfiltered", "make_engine", "sampling_dtype"]
+__all__ = ["ENGINES", "Engine", "Sample", "SamplingParams", "UNFILTERED", "is_unfiltered", "make_engine",
+           "sampling_dtype"]
