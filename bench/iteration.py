@@ -126,13 +126,12 @@ def stage_rows(manifests: dict, shape, rate: float, own_rate=None) -> list[dict]
 
 def precision_rates(cfg, shape) -> tuple[dict, object]:
     """The matmul rate of fp32 and of each precision the run computes in, and span -> the rate
-    of its precision: generation in the engine's weights' dtype, training in bf16 under
-    trainer.autocast."""
+    of its precision: generation in the engine's weights' dtype, training in the trainer's
+    (`trainer.loops.compute_dtype`)."""
     from agent.engines import sampling_dtype
-    from trainer.engine_torch import autocast_enabled, pick_device
+    from trainer.loops import compute_dtype
     sampling = sampling_dtype(cfg.engine) or "float32"
-    training = ("bfloat16" if autocast_enabled(cfg.trainer.autocast, pick_device(cfg.trainer.device))
-                else "float32")
+    training = compute_dtype(cfg.trainer)
     rates = {dtype: matmul_rate(shape, dtype=dtype) for dtype in {"float32", sampling, training}}
     return rates, lambda span: rates[training if span in TRAINING else sampling]
 

@@ -138,11 +138,16 @@ def same_numerics(cfg: Config) -> bool:
     autocast? A bf16 sampler's log-probs differ from fp32's by ~1e-3 per token (up to ~6e-3, the
     GPU engine check), so they are recomputed (a no-grad forward), not trusted as policy k's."""
     from agent.engines import sampling_dtype
+    return compute_dtype(cfg.trainer) == "float32" and sampling_dtype(cfg.engine) == "float32"
+
+
+def compute_dtype(t: TrainerConfig) -> str:
+    """The precision the trainer's matmuls run in: bf16 under autocast (the torch engine's
+    trainer.autocast; DeepSpeed's bf16 on CUDA), else fp32."""
     from trainer.engine_torch import autocast_enabled, pick_device
-    device = pick_device(cfg.trainer.device)
-    trainer_fp32 = (not autocast_enabled(cfg.trainer.autocast, device)
-                    if cfg.trainer.engine == "torch" else device.type != "cuda")
-    return trainer_fp32 and sampling_dtype(cfg.engine) == "float32"
+    device = pick_device(t.device)
+    bf16 = autocast_enabled(t.autocast, device) if t.engine == "torch" else device.type == "cuda"
+    return "bfloat16" if bf16 else "float32"
 
 
 def old_logprobs(run: Run, steps: Steps, plan: list[list[int]],

@@ -31,19 +31,18 @@ def make_engine(cfg: Any) -> Engine:
 
 def sampling_dtype(cfg: Any) -> str | None:
     """The weights' dtype `cfg` (an EngineConfig) samples with, where this process can know it:
-    engine.dtype when set; for "auto", the hf engine's rule (bf16 on a GPU, fp32 on CPU) and the
-    managed vLLM server's (fp32). None for the offline vllm engine (the checkpoint's dtype), a
-    user's server (openai) and scripted policies."""
+    the hf engine's and the managed vLLM server's own rules (engine.dtype, or for "auto" bf16 on
+    a GPU and fp32 on CPU, and fp32). None for scripted policies, a user's server (openai) and
+    the offline vllm engine at "auto" (the checkpoint's dtype)."""
     if cfg.name.startswith("scripted"):
         return None
-    if cfg.dtype != "auto":
-        return cfg.dtype
     if cfg.name == "vllm-server":
-        return "float32"
+        from agent.engines.served import server_dtype
+        return server_dtype(cfg)
     if cfg.name in ("hf", "auto"):
-        from agent.engines.hf import _pick_device
-        return "bfloat16" if _pick_device(cfg.device).type == "cuda" else "float32"
-    return None
+        from agent.engines.hf import weights_dtype
+        return weights_dtype(cfg)
+    return None if cfg.dtype == "auto" else cfg.dtype
 
 
 __all__ = ["ENGINES", "Engine", "Sample", "SamplingParams", "UNFILTERED", "is_unfiltered", "make_engine",

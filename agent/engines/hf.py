@@ -254,6 +254,11 @@ def _left_pad(prompts: list[list[int]], pad_id: int, device: torch.device):
     return ids.to(device), mask.to(device)
 
 
+def weights_dtype(cfg: Any) -> str:
+    """The dtype this engine would hold `cfg`'s weights in, e.g. "float32"."""
+    return str(_pick_dtype(cfg.dtype, _pick_device(cfg.device))).removeprefix("torch.")
+
+
 def _pick_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")

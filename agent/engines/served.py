@@ -74,12 +74,17 @@ def server_python(cfg: Any) -> str:
     return ""
 
 
+def server_dtype(cfg: Any) -> str:
+    """The server's weights' dtype: fp32 for engine.dtype auto, else engine.dtype."""
+    return "float32" if cfg.dtype == "auto" else cfg.dtype
+
+
 def server_command(python: str, model_dir: str, port: int, cfg: Any) -> list[str]:
     """vLLM's server on loopback: fp32 unless engine.dtype says otherwise, eager, processed
     log-probs (those of softmax(logits / T)), vLLM's own sampling defaults (every filter off)."""
     cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
            "--host", "127.0.0.1", "--port", str(port), "--dtype",
-           "float32" if cfg.dtype == "auto" else cfg.dtype, "--logprobs-mode", "processed_logprobs",
+           server_dtype(cfg), "--logprobs-mode", "processed_logprobs",
            "--generation-config", "vllm", "--seed", str(cfg.seed), "--served-model-name", "policy",
            "--enable-prompt-tokens-details",
            "--max-num-seqs", str(max(1, cfg.max_batch)), "--distributed-executor-backend", "uni"]
