@@ -88,7 +88,7 @@ def mounts(binds: tuple[str, ...], workdir: str, tmpdir: str, shm_bytes: int) ->
     out = list(system_mounts())
     out.append(Mount("tmpfs", "/dev/shm", size=shm_bytes, mode="1777"))
     out += [Mount("rw", "/tmp", tmpdir), Mount("rw", REPO_DIR, workdir)]  # binds may lie under /tmp
-    made = {"/", "/usr", "/etc", "/tmp"}
+    made = {"/", "/usr", "/etc", "/tmp", *TOOL_DIRS}
     for path in binds:
         parents = [str(p) for p in reversed(Path(path).parents) if str(p) not in made]
         made.update(parents)
@@ -119,24 +119,36 @@ def system_mounts() -> tuple[Mount, ...]:
 
 
 def environment_binds(bin_dir: str, runner: str) -> tuple[str, ...]:
-    """Host directories a jail must show: the environment's prefix (the parent of `bin_dir`),
-    and the prefix of every hop of its python's and of the runner's symlink chains (a venv ->
-    pyenv -> system python). Those under /usr are already shown; nested ones are dropped."""
-    wanted = []
+    """Host paths a jail must show: the environment's prefix (the parent of `bin_dir`), and for
+    every hop of its python's and of the runner's symlink chains (a venv -> pyenv -> system
+    python) the hop's prefix, or the hop itself where it is a system tool directory's file that
+    the jail's tool set lacks (a venv over a distribution's `/usr/bin/python3.12`). What /usr
+    already shows is dropped, and so are nested paths."""
+    hops = []
     if bin_dir:
-        wanted.append(str(Path(bin_dir).parent))
-        wanted += [str(Path(hop).parent.parent) for hop in link_chain(Path(bin_dir, "python"))]
+        hops += link_chain(Path(bin_dir, "python"))
     if runner:
-        wanted.append(str(Path(os.path.realpath(runner)).parent.parent))
-    wanted = [p for p in dict.fromkeys(wanted) if not _under(p, "/usr") or _under(p, "/usr/local")]
+        hops.append(os.path.realpath(runner))
+    wanted = [str(Path(bin_dir).parent)] if bin_dir else []
+    wanted += [hop if _in_tool_dir(hop) else str(Path(hop).parent.parent) for hop in hops]
+    wanted = [p for p in dict.fromkeys(wanted) if not _shown_by_system(p)]
     return tuple(p for p in wanted if not any(q != p and _under(p, q) for q in wanted))
 
 
 def visible(path: str, binds: tuple[str, ...]) -> bool:
-    """Whether `path` (a host path, not under the tool directories) is shown inside a jail
-    with `binds`."""
-    system = _under(path, "/usr") and not _under(path, "/usr/local")
-    return system or any(_under(path, b) for b in binds)
+    """Whether `path` (a host path) is shown inside a jail with `binds`."""
+    return _shown_by_system(path) or any(_under(path, b) for b in binds)
+
+
+def _in_tool_dir(path: str) -> bool:
+    return any(_under(path, d) for d in TOOL_DIRS)
+
+
+def _shown_by_system(path: str) -> bool:
+    """Under /usr, outside /usr/local, and in a tool directory only as one of `TOOLS`."""
+    if _in_tool_dir(path):
+        return str(Path(path).parent) in TOOL_DIRS and Path(path).name in TOOLS
+    return _under(path, "/usr") and not _under(path, "/usr/local")
 
 
 def link_chain(path: Path, limit: int = 16) -> list[str]:

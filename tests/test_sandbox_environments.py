@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 import sys
 from dataclasses import replace
 
@@ -101,3 +102,36 @@ def test_environment_builds_use_the_hosts_pip_settings(store, tmp_path, monkeypa
     with open_sandbox(inst, sandbox_config(tmp_path), store) as sb:
         out = sb.execute("python -c 'import swe_rlvr_probe; print(swe_rlvr_probe.VALUE)'").output
     assert out.strip() == "42"
+
+
+def system_python_outside_the_tools() -> str:
+    """A `/usr/bin/pythonX.Y` that runs and that the jail's fixed tool set does not name."""
+    import glob
+    from sandbox import view
+    for path in sorted(glob.glob("/usr/bin/python3.[0-9]*")):
+        name = path.rsplit("/", 1)[1]
+        if name.replace(".", "").replace("python", "").isdigit() and name not in view.TOOLS:
+            if subprocess.run([path, "-c", "import venv"], capture_output=True).returncode == 0:
+                return name.removeprefix("python")
+    pytest.skip("no system Python under /usr/bin to build an environment with")
+
+
+@pytest.mark.parametrize("isolation", ["bwrap", "unshare"])
+def test_an_environment_built_from_a_system_python_runs_in_the_jail(store, tmp_path, monkeypatch,
+                                                                     isolation):
+    """A GPU image whose only Python lives in /usr/bin (python3.12, linked from a venv of its
+    own) builds instance environments whose `python` links to `/usr/bin/python3.12`. The jail
+    shows only a fixed tool set of /usr/bin, so that link dangled and every test command failed
+    with "python: command not found". The environment's interpreter must be shown."""
+    from sandbox import isolation as isolation_
+    if not isolation_.available(isolation):
+        pytest.skip(f"isolation {isolation} is not available here")
+    version = system_python_outside_the_tools()
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # find_python picks /usr/bin/python<version>
+    inst = make_instance(store, env=EnvSpec(python=version, pre_install=("true",)))
+    cfg = sandbox_config(tmp_path, isolation=isolation)
+    with open_sandbox(inst, cfg, store) as sb:
+        result = sb.execute("python -c 'import sys; print(sys.version_info[:2], sys.prefix)'")
+    assert result.exit_code == 0, result.output
+    assert result.output.split(")")[0] + ")" == str(tuple(int(x) for x in version.split(".")))
+    assert "/envs/" in result.output
