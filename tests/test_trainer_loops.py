@@ -138,6 +138,18 @@ def test_final_checkpoint_is_hf_format_with_tokenizer(tiny_model_dir, tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]   # no temp dirs left
 
 
+def test_every_optimiser_step_gives_its_freed_memory_back(tiny_model_dir, tmp_path, monkeypatch):
+    """A step's freed activations would stay resident as heap fragments under the next step's
+    peak, so each step ends with `swe_rlvr.memory.release` (gc, then malloc_trim)."""
+    from swe_rlvr import memory
+    from trainer.loops import run_rft
+    calls = []
+    monkeypatch.setattr(memory, "release", lambda: calls.append(1))
+    result = run_rft(tiny_model_dir, [_episode(GOOD, resolved=True)] * 4,
+                     _cfg(sft_batch_size=1, rft_epochs=1), tmp_path)
+    assert len(result.metrics) == 4 and len(calls) >= 4
+
+
 def test_episodes_from_rows_joins_and_filters():
     rollouts = [{"episode_id": "e1", "instance_id": "i", "token_ids": [1, 2, 3], "loss_mask": [0, 1, 1],
                  "logprobs": [0.0, -0.1, -0.2], "guidance_start": -1, "guidance_end": -1},

@@ -24,7 +24,7 @@ from typing import Protocol
 
 import torch
 
-from swe_rlvr import spans
+from swe_rlvr import memory, spans
 from swe_rlvr.config import Config
 from trainer.checkpoint import latest_checkpoint, prune, rng_state, set_rng_state, step_dir
 from trainer.microbatch import LossFn, MicroBatch
@@ -193,6 +193,9 @@ def one_step(run: Run, k: int, batches: Sequence[MicroBatch], loss_fn: LossFn) -
             totals.add(loss, metrics, ent, mb.row)
     with spans.span("optimizer"):
         grad_norm = run.engine.step()
+    # The step's freed activations stay resident as glibc heap fragments, and the next step's
+    # peak lands on top of them: SFT of 32 expert episodes peaked at 5.1 GB, 4.5-4.6 with this.
+    memory.release()
     totals.reduce(run.engine)
     dt = time.perf_counter() - t0
     return {"step": k, "phase": run.phase, "loss": totals.loss,
