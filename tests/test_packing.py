@@ -103,6 +103,23 @@ def test_an_instance_over_the_budget_is_cut_into_units_that_each_store_the_prefi
     assert [r.num_tokens for r in pack(eps, 14)] == [14, 6]
 
 
+def test_lone_episodes_of_a_row_share_their_common_prefix():
+    # one episode per instance (expert episodes): a = 1 2 3 7 | 4 5, b = 1 2 3 8 | 6 6,
+    # c = 1 2 9 | 9 9 have 1 2 in common (a system prompt): stored a whole, then b from 3 and c
+    # from 9, positions continuing from 2. A fourth starting elsewhere leaves them unmerged.
+    a = _grouped("p", [1, 2, 3, 7], [4, 5])
+    b = _grouped("q", [1, 2, 3, 8], [6, 6])
+    c = _grouped("r", [1, 2, 9], [9, 9])
+    (row,) = pack([a, b, c], 100)
+    assert row.input_ids.tolist() == [1, 2, 3, 7, 4, 5, 3, 8, 6, 6, 9, 9, 9]
+    assert row.position_ids.tolist() == [0, 1, 2, 3, 4, 5, 2, 3, 4, 5, 2, 3, 4]
+    assert row.input_ids[row.attn_index].tolist() == [*a.token_ids, *b.token_ids, *c.token_ids]
+    assert (row.num_tokens, row.episode_tokens) == (13, 17)
+    (apart,) = pack([a, b, c, _grouped("s", [5], [5, 5])], 100)
+    assert apart.attn_index is None and apart.num_tokens == 20
+    assert [r.num_tokens for r in pack([a, b, c], 7)] == [6, 6, 5]   # a row each: nothing to share
+
+
 def _shared_rows_loss_and_grads(model_dir, eps, budget, share):
     from trainer.engine_torch import load_model
     from trainer.forward import packed_logprobs
@@ -123,16 +140,19 @@ def _shared_rows_loss_and_grads(model_dir, eps, budget, share):
 @pytest.mark.parametrize("budget", [512, 60])
 def test_shared_prefix_changes_no_log_prob_loss_or_gradient(tiny_model_dir, budget):
     """Two instances of three episodes each (one continuation acts on its very first token)
-    and a lone episode: sharing each instance's prompt gives the plain packing's per-token
-    log-probs, DAPO loss and every gradient. Budget 60 cuts instances into several units."""
+    and two lone episodes, all starting with one system prompt: sharing each instance's prompt,
+    and the lone episodes' system prompt, gives the plain packing's per-token log-probs, DAPO
+    loss and every gradient. Budget 60 cuts instances into several units."""
     g = torch.Generator().manual_seed(0)
     rand = lambda n: torch.randint(3, 2048, (n,), generator=g).tolist()  # noqa: E731
+    system = rand(6)                                               # every prompt starts with it
     eps = []
-    for inst, plen in (("x", 17), ("y", 9)):
-        prompt = rand(plen)
+    for inst, plen in (("x", 11), ("y", 3)):
+        prompt = system + rand(plen)
         eps += [_grouped(inst, prompt, rand(12), 2, 1.0), _grouped(inst, prompt, rand(20), 0, -1.0),
                 _grouped(inst, prompt, rand(7), 3, 0.5)]
-    eps.append(_grouped("", rand(5), rand(9), 1, -0.3))
+    eps += [_grouped("", system + rand(5), rand(9), 1, -0.3),   # lone episodes share the system
+            _grouped("z", system + rand(2), rand(6), 0, 0.8)]   # prompt (merge_lone)
     plain_loss, plain_lp, plain_grads = _shared_rows_loss_and_grads(tiny_model_dir, eps, budget, False)
     loss, lp, grads = _shared_rows_loss_and_grads(tiny_model_dir, eps, budget, True)
     rows = pack(eps, budget)

@@ -19,7 +19,9 @@ unshared packing, so attention is unchanged, while embeddings, projections, MLPs
 on the stored tokens only. `out_index` picks, for each stored token, the virtual position whose
 output it takes, and `prev_index` the stored position whose hidden state predicts it (a later
 member's first token is predicted by the prefix's last token). Rows without a shared unit carry
-None in all four, and the forward takes the plain path.
+None in all four, and the forward takes the plain path. Episodes alone in their unit (one per
+instance: the warm-up's expert episodes, guided re-attempts) share what they have in common
+within a row, the system prompt (~200 tokens of the bash scaffold's ~850 per expert episode).
 
 Left out: splitting an episode longer than the budget across rows; such an episode gets a row of
 its own, longer than the budget (size `trainer.pack_tokens` to at least the context budget).
@@ -219,10 +221,26 @@ def pack(episodes: Sequence[Episode], budget: int,
     """
     if budget <= 0:
         raise ValueError(f"trainer.pack_tokens must be positive, got {budget}.")
-    if groups is None and share_prefix:
+    by_instance = groups is None and share_prefix
+    if by_instance:
         units = instance_units(episodes, budget)
     else:
         sets = [[i] for i in range(len(episodes))] if groups is None else [sorted(g) for g in groups]
         units = [(shared_prefix([episodes[i] for i in g]) if share_prefix else 0, g) for g in sets]
     bins = first_fit_decreasing([unit_size(episodes, u) for u in units], budget)
-    return [pack_row(episodes, sorted((units[u] for u in b), key=lambda u: u[1][0])) for b in bins]
+    rows = [[units[u] for u in b] for b in bins]
+    if by_instance:
+        rows = [merge_lone(episodes, row) for row in rows]
+    return [pack_row(episodes, sorted(row, key=lambda u: u[1][0])) for row in rows]
+
+
+def merge_lone(episodes: Sequence[Episode], units: list[Unit]) -> list[Unit]:
+    """A row's units of one episode (each the only one of its instance here: an expert
+    episode, a guided re-attempt) as one unit sharing the prefix all of them have in common, the
+    system prompt, where there is one; the rest as they are. Merging only shrinks the row."""
+    lone = [u for u in units if len(u[1]) == 1]
+    members = sorted(i for _, (i,) in lone)
+    p = shared_prefix([episodes[i] for i in members])
+    if not p:
+        return units
+    return [u for u in units if len(u[1]) > 1] + [(p, members)]
