@@ -140,11 +140,11 @@ def test_final_checkpoint_is_hf_format_with_tokenizer(tiny_model_dir, tmp_path):
 
 def test_every_optimiser_step_gives_its_freed_memory_back(tiny_model_dir, tmp_path, monkeypatch):
     """A step's freed activations would stay resident as heap fragments under the next step's
-    peak, so each step ends with `swe_rlvr.memory.release` (gc, then malloc_trim)."""
+    peak, so each step ends with `swe_rlvr.memory.trim` (malloc_trim)."""
     from swe_rlvr import memory
     from trainer.loops import run_rft
     calls = []
-    monkeypatch.setattr(memory, "release", lambda: calls.append(1))
+    monkeypatch.setattr(memory, "trim", lambda: calls.append(1))
     result = run_rft(tiny_model_dir, [_episode(GOOD, resolved=True)] * 4,
                      _cfg(sft_batch_size=1, rft_epochs=1), tmp_path)
     assert len(result.metrics) == 4 and len(calls) >= 4
