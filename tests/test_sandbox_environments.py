@@ -119,8 +119,8 @@ def system_python_outside_the_tools() -> str:
 @pytest.mark.parametrize("isolation", ["bwrap", "unshare"])
 def test_an_environment_built_from_a_system_python_runs_in_the_jail(store, tmp_path, monkeypatch,
                                                                      isolation):
-    """A GPU image whose only Python lives in /usr/bin (python3.12, linked from a venv of its
-    own) builds instance environments whose `python` links to `/usr/bin/python3.12`. The jail
+    """A GPU image's `python3` is a venv over an interpreter in /usr/bin that the jail's tool
+    set does not name, so the instance environments built from it link `python` there. The jail
     shows only a fixed tool set of /usr/bin, so that link dangled and every test command failed
     with "python: command not found". The environment's interpreter must be shown."""
     from sandbox import isolation as isolation_
