@@ -217,7 +217,8 @@ def pack(episodes: Sequence[Episode], budget: int,
     `groups` (default: each episode alone, or with `share_prefix` the episodes of one instance)
     are index sets that must share a row, e.g. a DPO (chosen, rejected) pair, whose loss needs
     both sequence log-probs in one graph. With `share_prefix`, each unit's shared prompt prefix
-    is stored once (see the module docstring); the loss and gradients are those of the plain packing.
+    is stored once, and without `groups` a row's lone episodes share theirs too (`merge_lone`; see
+    the module docstring); the loss and gradients are those of the plain packing.
     """
     if budget <= 0:
         raise ValueError(f"trainer.pack_tokens must be positive, got {budget}.")
