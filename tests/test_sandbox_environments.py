@@ -132,6 +132,11 @@ def test_an_environment_built_from_a_system_python_runs_in_the_jail(store, tmp_p
     cfg = sandbox_config(tmp_path, isolation=isolation)
     with open_sandbox(inst, cfg, store) as sb:
         result = sb.execute("python -c 'import sys; print(sys.version_info[:2], sys.prefix)'")
+        shown = set(sb.execute("ls -A /usr/bin").output.split())
+        write = sb.execute(f"echo x > /usr/bin/python{version} && echo wrote")
     assert result.exit_code == 0, result.output
     assert result.output.split(")")[0] + ")" == str(tuple(int(x) for x in version.split(".")))
     assert "/envs/" in result.output
+    from sandbox import view
+    assert shown - set(view.TOOLS) == {f"python{version}"}      # that one file, nothing else
+    assert "wrote" not in write.output                            # and read-only
