@@ -6,9 +6,9 @@ engine once per batch of up to `max_batch` prompts with equal sampling params. I
 every live episode is waiting, the batch is full, or `max_wait_s` has passed since it started
 collecting (an episode busy in its sandbox does not hold the others up for longer than that).
 
-An engine that batches continuously itself (`continuous = True`: a vLLM server) gets each call
-straight from its episode's thread, concurrently, with no gathering: a static batch would hold
-every episode until its longest sample finished.
+An engine that batches continuously itself (`continuous = True`: the `hf` engine, a vLLM server)
+gets each call straight from its episode's thread, concurrently, with no gathering: a static batch
+would hold every episode until its longest sample finished.
 
 If a batch raises, its prompts are retried one by one, so one bad prompt fails only its own
 episode. With `seed` set, batch k is generated with seed `seed + (prompts dispatched before it)`;

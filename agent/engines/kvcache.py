@@ -27,7 +27,6 @@ import threading
 from collections import OrderedDict
 
 import torch
-import torch.nn.functional as F
 from transformers.cache_utils import DynamicCache, DynamicLayer
 
 RowKV = list[tuple[torch.Tensor, torch.Tensor]]
@@ -90,25 +89,40 @@ def nbytes(kv: RowKV) -> int:
     return sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in kv)
 
 
-def left_pad_rows(rows: list[RowKV]) -> tuple[RowKV, list[int]]:
-    """Per-row caches of lengths L_i -> one batch cache (B, H_kv, max L, D) per layer, each row
-    left-padded with zeros, and the pad width of every row."""
+def batch_cache(config, rows: list[RowKV], reserve: int = 64) -> tuple[DynamicCache, list[int]]:
+    """Per-row caches of lengths L_i -> one growing batch cache (B, H_kv, max L, D) per layer, each
+    row left-padded with zeros, with room for `reserve` more columns, and each row's pad width.
+    The rows are copied once, straight into the new buffers, so they may be views of another
+    batch's cache."""
     lengths = [row[0][0].shape[2] for row in rows]
     width = max(lengths)
     pads = [width - n for n in lengths]
-    batch = []
-    for layer in range(len(rows[0])):
-        keys = torch.cat([F.pad(row[layer][0], (0, 0, pad, 0)) for row, pad in zip(rows, pads)])
-        values = torch.cat([F.pad(row[layer][1], (0, 0, pad, 0)) for row, pad in zip(rows, pads)])
-        batch.append((keys, values))                               # (B, H_kv, width, D) each
-    return batch, pads
+    cache = growing_cache(config)
+    if not compactable(cache):
+        raise ValueError(f"The hf engine batches continuously over plain KV caches, and "
+                         f"{type(config).__name__} uses sliding-window layers; serve this model "
+                         f"with engine.name=vllm-server.")
+    for layer, index in zip(cache.layers, range(len(rows[0]))):
+        first = rows[0][index][0]
+        shape = (len(rows), first.shape[1], width + reserve, first.shape[3])
+        kbuf = first.new_zeros(shape)
+        vbuf = first.new_zeros(shape)
+        for b, (row, pad) in enumerate(zip(rows, pads)):
+            kbuf[b, :, pad:width] = row[index][0][0]
+            vbuf[b, :, pad:width] = row[index][1][0]
+        layer.adopt(kbuf, vbuf, width)
+    return cache, pads
+
+
+def row_view(batch: RowKV, row: int, start: int, stop: int) -> RowKV:
+    """Row `row`'s positions [start, stop) of a batch cache, as views."""
+    return [(k[row:row + 1, :, start:stop], v[row:row + 1, :, start:stop]) for k, v in batch]
 
 
 def row_slice(batch: RowKV, row: int, start: int, stop: int) -> RowKV:
-    """Row `row`'s positions [start, stop) of a batch cache, copied (a view would keep the whole
-    batch's memory alive while the entry waits in the cache)."""
-    return [(k[row:row + 1, :, start:stop].clone(), v[row:row + 1, :, start:stop].clone())
-            for k, v in batch]
+    """`row_view`, copied (a view would keep the whole batch's memory alive while the entry
+    waits in the prefix cache)."""
+    return [(k.clone(), v.clone()) for k, v in row_view(batch, row, start, stop)]
 
 
 class GrowingLayer(DynamicLayer):
@@ -120,7 +134,7 @@ class GrowingLayer(DynamicLayer):
             self._used, self._kbuf, self._vbuf = 0, None, None
         end = self._used + key_states.shape[-2]
         if self._kbuf is None or end > self._kbuf.shape[-2]:
-            capacity = max(2 * end, end + 64)
+            capacity = end + 64 if self._kbuf is None else max(2 * end, end + 64)
             self._kbuf, self._vbuf = (_regrow(buf, new, self._used, capacity) for buf, new in
                                       ((self._kbuf, key_states), (self._vbuf, value_states)))
         self._kbuf[:, :, self._used:end] = key_states                 # (B, H_kv, n, D)
@@ -128,6 +142,12 @@ class GrowingLayer(DynamicLayer):
         self._used = end
         self.keys, self.values = self._kbuf[:, :, :end], self._vbuf[:, :, :end]
         return self.keys, self.values
+
+    def adopt(self, kbuf: torch.Tensor, vbuf: torch.Tensor, used: int) -> None:
+        """Take `kbuf`/`vbuf` (B, H_kv, capacity, D), whose first `used` columns hold the cache."""
+        self.lazy_initialization(kbuf, vbuf)
+        self._used, self._kbuf, self._vbuf = used, kbuf, vbuf
+        self.keys, self.values = kbuf[:, :, :used], vbuf[:, :, :used]
 
 
 def compactable(cache: DynamicCache) -> bool:
