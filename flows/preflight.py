@@ -11,6 +11,7 @@ far: `load_config` already refuses it, listing the valid keys.
 
 from __future__ import annotations
 
+import logging
 import os
 import urllib.error
 import urllib.request
@@ -20,6 +21,9 @@ from swe_rlvr.config import Config, ConfigError
 
 LOCAL_ENGINES = ("hf", "vllm", "vllm-server", "auto", "scripted")
 """Engines that load `engine.model` from a local directory (and that the trainer updates)."""
+
+
+log = logging.getLogger(__name__)
 
 
 class PreflightError(ConfigError):
@@ -96,6 +100,9 @@ def _memory(cfg: Config, trains: bool) -> str:
                           head_chunk_rows(dims.shape.vocab), engine_here, trainer_here)
     avail = memory.available_bytes()
     if est.peak <= avail:
+        from swe_rlvr.allocator import active
+        log.info("memory: estimated peak %.1f GiB of %.1f GiB available (%s); allocator %s",
+                 est.peak / memory.GIB, avail / memory.GIB, memory.describe(est), active())
         return ""
     part, size, knob = est.largest()
     return (f"the run's estimated peak memory is {est.peak / memory.GIB:.1f} GiB but "

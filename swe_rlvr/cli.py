@@ -78,6 +78,17 @@ def main(argv: list[str] | None = None) -> int:
         raise
 
 
+def entry() -> int:
+    """The console script: the process's allocator first (`swe_rlvr.allocator`), then `main`."""
+    from swe_rlvr import allocator
+    try:
+        allocator.preload()
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return main()
+
+
 def _log_setup(verbose: bool) -> None:
     """INFO lines without tracebacks (DEBUG and everything with -v)."""
     handler = logging.StreamHandler()
@@ -90,4 +101,4 @@ def _log_setup(verbose: bool) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())
