@@ -9,11 +9,11 @@ Measured on the quickstart's recipe (2 cores, SmolLM2-135M, bf16 autocast): one 
 about 7,500 tokens peaked at 4.46 GB under glibc and 3.51 GB under jemalloc (43-53 s either way);
 SFT on 32 expert episodes at 4.59 GB against 3.56 GB, 104.5 s against 97.9 s.
 
-jemalloc runs with `JEMALLOC_CONF` (unless `MALLOC_CONF` is set): a background thread returns
-the pages of arenas no thread uses any more, one second after they were freed, straight to the
-kernel. Without it, a stage's thread (Prefect runs each task in its own) left its arena's freed
-pages resident: after SFT of 8 episodes the process held 1.28 GB, 0.6 GB of it free pages, against
-0.72 GB with it.
+jemalloc runs with its default configuration. One that purged freed pages after a second
+(`background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0`) made a standalone SFT hold 0.72 GB
+instead of 1.28 GB afterwards, but the quickstart's warm-up SFT took 573 s against 452-461 s
+(every page returned is faulted in again by the next step) and its stages' resident sets were no
+lower; `MALLOC_CONF` still reaches it for anyone who wants to tune it.
 
 A library must be loaded before the first allocation, so `preload()` runs where a command line
 starts (`swe-rlvr`'s entry point, never on import): it re-executes the same command with
@@ -38,7 +38,6 @@ LIBRARIES = {"jemalloc": "jemalloc", "tcmalloc": "tcmalloc_minimal"}
 PACKAGES = {"jemalloc": "libjemalloc2", "tcmalloc": "libtcmalloc-minimal4"}
 """Allocator name -> the Debian/Ubuntu package that installs it."""
 _REEXEC = "SWE_RLVR_MALLOC_REEXEC"
-JEMALLOC_CONF = "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0"
 
 
 def wanted() -> str:
@@ -76,8 +75,6 @@ def preload() -> None:
         return
     env = dict(os.environ, **{_REEXEC: "1"})
     env["LD_PRELOAD"] = " ".join(filter(None, [library, os.environ.get("LD_PRELOAD", "")]))
-    if name == "jemalloc":
-        env.setdefault("MALLOC_CONF", JEMALLOC_CONF)
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
