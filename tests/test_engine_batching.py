@@ -1,0 +1,102 @@
+"""Continuous batching in the hf engine: rows join a running batch, leave it when they stop, and
+sample from their own generators; an idle or dropped engine holds nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from agent.engines import SamplingParams, make_engine  # noqa: E402
+from swe_rlvr.config import EngineConfig  # noqa: E402
+from test_engines import LOGPROB_ATOL, _prompts, _recompute_logprobs, engine, tiny  # noqa: E402,F401
+
+
+def test_a_call_joins_the_running_batch_and_returns_before_it(tiny):
+    """Continuous batching: a call made while another is mid-decode joins its batch (the two
+    share decode steps), returns as soon as its own rows stop, and both calls' log-probs are a
+    fresh forward's, although the rows were re-padded into one batch when it joined."""
+    import threading
+    eng = make_engine(EngineConfig(name="hf", model=str(tiny), torch_threads=1, max_batch=8,
+                                   prefix_cache_gb=1.0))
+    prompts = _prompts(eng.tokenizer)
+    started = threading.Event()
+    real_step = eng.scheduler._step
+
+    def step(engine, batch):
+        started.set()
+        return real_step(engine, batch)
+
+    eng.scheduler._step = step
+    long_result: dict = {}
+    long_call = threading.Thread(target=lambda: long_result.setdefault("samples", eng.generate(
+        prompts[:2], SamplingParams(max_new_tokens=200, seed=1))))
+    long_call.start()
+    assert started.wait(30)
+    short = eng.generate([prompts[2]], SamplingParams(max_new_tokens=3, seed=2))
+    assert long_call.is_alive(), "the short call waited for the long one's batch to end"
+    long_call.join()
+    assert len(short[0].token_ids) <= 3
+    for prompt, sample in zip(prompts[:2] + prompts[2:], long_result["samples"] + short):
+        expected = _recompute_logprobs(tiny, prompt, sample.token_ids, 1.0)
+        assert torch.allclose(torch.tensor(sample.logprobs), expected, atol=LOGPROB_ATOL)
+
+
+def test_a_request_samples_the_same_alone_or_among_others(tiny):
+    """Each request draws from its own seeded generator: prompt i of a call at seed s samples what
+    a call of that prompt alone at seed s + i samples, whatever else shares its steps."""
+    eng = make_engine(EngineConfig(name="hf", model=str(tiny), torch_threads=1, max_batch=8,
+                                   prefix_cache_gb=0))
+    prompts = _prompts(eng.tokenizer)
+    params = SamplingParams(max_new_tokens=16, seed=7)
+    together = eng.generate(prompts, params)
+    for i, prompt in enumerate(prompts):
+        alone = eng.generate([prompt], dataclasses.replace(params, seed=7 + i))[0]
+        assert alone.token_ids == together[i].token_ids
+
+
+def test_more_prompts_than_max_batch_are_admitted_as_rows_leave(tiny):
+    """max_batch 2, five prompts: never more than two rows decode at once, and every prompt is
+    answered in its place."""
+    eng = make_engine(EngineConfig(name="hf", model=str(tiny), torch_threads=1, max_batch=2,
+                                   prefix_cache_gb=0))
+    widths = []
+    real_step = eng.scheduler._step
+    eng.scheduler._step = lambda engine, batch: (widths.append(len(batch.running)),
+                                                 real_step(engine, batch))[1]
+    prompts = [p for p in _prompts(eng.tokenizer)] + _prompts(eng.tokenizer)[:2]
+    samples = eng.generate(prompts, SamplingParams(max_new_tokens=6, seed=3))
+    assert len(samples) == 5 and max(widths) == 2
+    alone = [eng.generate([p], SamplingParams(max_new_tokens=6, seed=3 + i))[0]
+             for i, p in enumerate(prompts)]
+    assert [s.token_ids for s in samples] == [s.token_ids for s in alone]
+
+
+def test_an_idle_engine_holds_no_thread(engine):
+    """The decode thread ends with its work: an engine dropped between stages frees its memory."""
+    engine.generate(_prompts(engine.tokenizer)[:1], SamplingParams(max_new_tokens=2, seed=1))
+    thread = engine.scheduler._thread
+    if thread is not None:
+        thread.join(5)
+    assert engine.scheduler._thread is None
+
+
+def test_a_dropped_engine_is_freed_without_a_garbage_collection(tiny):
+    """No reference cycle holds an engine: the last reference gone, its weights go with it."""
+    import gc
+    import weakref
+    eng = make_engine(EngineConfig(name="hf", model=str(tiny), torch_threads=1))
+    eng.generate(_prompts(eng.tokenizer)[:2], SamplingParams(max_new_tokens=3, seed=1))
+    thread = eng.scheduler._thread
+    if thread is not None:
+        thread.join(5)
+    ref = weakref.ref(eng)
+    gc.disable()
+    try:
+        del eng
+        assert ref() is None
+    finally:
+        gc.enable()
