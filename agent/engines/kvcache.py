@@ -102,7 +102,7 @@ def batch_cache(config, rows: list[RowKV], reserve: int = 64) -> tuple[DynamicCa
         raise ValueError(f"The hf engine batches continuously over plain KV caches, and "
                          f"{type(config).__name__} uses sliding-window layers; serve this model "
                          f"with engine.name=vllm-server.")
-    for layer, index in zip(cache.layers, range(len(rows[0]))):
+    for index, layer in enumerate(cache.layers):
         first = rows[0][index][0]
         shape = (len(rows), first.shape[1], width + reserve, first.shape[3])
         kbuf = first.new_zeros(shape)
