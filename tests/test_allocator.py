@@ -56,3 +56,38 @@ def test_an_unknown_allocator_is_refused_with_the_choices(monkeypatch):
     with pytest.raises(ValueError, match="jemalloc, tcmalloc, system"):
         allocator.wanted()
 
+
+
+PURGE = """
+import torch
+from swe_rlvr import memory
+rss = lambda: int(open('/proc/self/statm').read().split()[1]) * 4096
+start = rss()
+xs = [torch.ones(2 ** 18) for _ in range(256)]        # 256 tensors of 1 MiB
+del xs
+freed = rss()
+memory.release()
+print(freed - start, rss() - start)
+"""
+
+
+@NO_JEMALLOC
+def test_release_returns_jemalloc_s_freed_pages_at_once():
+    """jemalloc keeps part of what was freed resident (here ~50 of 256 MiB) until its decay timer
+    returns it; a stage's end gives it back at once."""
+    clean = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "MALLOC_CONF")}
+    library = ctypes.util.find_library("jemalloc")
+    result = subprocess.run([sys.executable, "-c", PURGE], env={**clean, "LD_PRELOAD": library},
+                            text=True, capture_output=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    kept, after = (int(x) for x in result.stdout.split()[-2:])
+    assert kept > 16 * 2 ** 20 and after < kept / 2, (kept, after)
+
+
+def test_the_onednn_kernel_cache_is_bounded_unless_the_user_sets_it():
+    show = "import os, swe_rlvr; print(os.environ['ONEDNN_PRIMITIVE_CACHE_CAPACITY'])"
+    clean = {k: v for k, v in os.environ.items() if k != "ONEDNN_PRIMITIVE_CACHE_CAPACITY"}
+    for env, expected in (({}, "128"), ({"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "7"}, "7")):
+        out = subprocess.run([sys.executable, "-c", show], env={**clean, **env}, text=True,
+                             capture_output=True, timeout=60)
+        assert out.stdout.split() == [expected], out.stderr
