@@ -57,7 +57,6 @@ def test_an_unknown_allocator_is_refused_with_the_choices(monkeypatch):
         allocator.wanted()
 
 
-
 PURGE = """
 import torch
 from swe_rlvr import memory
