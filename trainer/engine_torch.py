@@ -179,8 +179,12 @@ class TorchEngine:
             self.optimizer, lr_lambda(schedule, cfg.warmup_steps, total_steps))
 
     def autocast(self):
+        """bf16 autocast without its weight cache: a forward casts each weight once anyway (a
+        checkpointed layer's recompute runs in a context of its own), so the cache saved no cast
+        and only held every bf16 copy until the forward returned: 125-270 MB of SmolLM2's update
+        peak on CPU."""
         if autocast_enabled(self.cfg.autocast, self.device):
-            return torch.autocast(self.device.type, dtype=torch.bfloat16)
+            return torch.autocast(self.device.type, dtype=torch.bfloat16, cache_enabled=False)
         return contextlib.nullcontext()
 
     def shard(self, n: int) -> list[int | None]:
