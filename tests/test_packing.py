@@ -284,9 +284,9 @@ def test_chunked_lm_head_matches_single_chunk():
 
 def test_head_chunk_rows_fill_the_logits_budget():
     from trainer.forward import LOGITS_BUDGET, head_chunk_rows
-    assert LOGITS_BUDGET == 33_554_432                                  # 2^25 fp32 logits = 128 MiB
-    assert head_chunk_rows(151_936) == 220                              # 2^25 // 151,936 (Qwen2)
-    assert head_chunk_rows(49_152) == 682                               # 2^25 // 49,152 (SmolLM2)
+    assert LOGITS_BUDGET == 8_388_608                                   # 2^23 fp32 logits = 32 MiB
+    assert head_chunk_rows(151_936) == 55                               # 2^23 // 151,936 (Qwen2)
+    assert head_chunk_rows(49_152) == 170                               # 2^23 // 49,152 (SmolLM2)
     assert head_chunk_rows(10, budget=25) == 2 and head_chunk_rows(10, budget=5) == 1
 
 

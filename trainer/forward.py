@@ -31,11 +31,13 @@ from torch.utils.checkpoint import checkpoint
 from trainer.packing import PackedBatch
 
 SEGMENT_ATTENTION = "swe_rlvr_segments"
-LOGITS_BUDGET = 1 << 25
-"""fp32 logits one LM-head chunk may hold (128 MiB): 682 rows at SmolLM2's 49,152 vocabulary,
-220 at Qwen2's 151,936. A chunk holds about three such buffers at once (logits, softmax, gradient);
-at 1 GiB they were most of the update's memory on CPU, and recomputing chunks in backward costs
-one more LM-head forward per action token (about 7% of a 135M model's update)."""
+LOGITS_BUDGET = 1 << 23
+"""fp32 logits one LM-head chunk may hold (32 MiB): 170 rows at SmolLM2's 49,152 vocabulary, 55 at
+Qwen2's 151,936. A chunk holds several such buffers at once (bf16 and fp32 logits, softmax, their
+gradients), and they were the peak of an update on CPU: a 19,286-token DAPO update of the
+quickstart peaked at 3,794 MiB with 128 MiB chunks and at 3,300 MiB with these. Recomputing
+chunks in backward costs one more LM-head forward per action token (about 7% of a 135M model's
+update), whatever the chunk's size."""
 
 
 SEGMENT_ALIGN = 64
@@ -167,9 +169,10 @@ def compile_layers(model) -> None:
         layer.compile(dynamic=True)
 
 
-def head_chunk_rows(vocab: int, budget: int = LOGITS_BUDGET) -> int:
-    """Rows of one LM-head chunk: as many as keep its (rows, vocab) fp32 logits within budget."""
-    return max(1, budget // max(1, vocab))
+def head_chunk_rows(vocab: int, budget: int | None = None) -> int:
+    """Rows of one LM-head chunk: as many as keep its (rows, vocab) fp32 logits within `budget`
+    (default: LOGITS_BUDGET, read at the call, so a test or benchmark may set it)."""
+    return max(1, (LOGITS_BUDGET if budget is None else budget) // max(1, vocab))
 
 
 def head_logprobs(hidden: torch.Tensor, head: torch.nn.Module, targets: torch.Tensor,
