@@ -40,7 +40,7 @@ def test_a_call_joins_the_running_batch_and_returns_before_it(tiny):
     assert long_call.is_alive(), "the short call waited for the long one's batch to end"
     long_call.join()
     assert len(short[0].token_ids) <= 3
-    for prompt, sample in zip(prompts[:2] + prompts[2:], long_result["samples"] + short):
+    for prompt, sample in zip(prompts, long_result["samples"] + short):
         expected = _recompute_logprobs(tiny, prompt, sample.token_ids, 1.0)
         assert torch.allclose(torch.tensor(sample.logprobs), expected, atol=LOGPROB_ATOL)
 
@@ -67,7 +67,8 @@ def test_more_prompts_than_max_batch_are_admitted_as_rows_leave(tiny):
     real_step = eng.scheduler._step
     eng.scheduler._step = lambda engine, batch: (widths.append(len(batch.running)),
                                                  real_step(engine, batch))[1]
-    prompts = [p for p in _prompts(eng.tokenizer)] + _prompts(eng.tokenizer)[:2]
+    prompts = _prompts(eng.tokenizer)
+    prompts += prompts[:2]
     samples = eng.generate(prompts, SamplingParams(max_new_tokens=6, seed=3))
     assert len(samples) == 5 and max(widths) == 2
     alone = [eng.generate([p], SamplingParams(max_new_tokens=6, seed=3 + i))[0]

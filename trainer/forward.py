@@ -39,7 +39,6 @@ quickstart peaked at 3,794 MiB with 128 MiB chunks and at 3,300 MiB with these. 
 chunks in backward costs one more LM-head forward per action token (about 7% of a 135M model's
 update), whatever the chunk's size."""
 
-
 SEGMENT_ALIGN = 64
 """CPU segment lengths are padded to a multiple of this. torch's CPU flash attention builds (and
 keeps, for the life of the process) kernels for each tail block size it meets: every distinct
