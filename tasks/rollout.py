@@ -15,7 +15,8 @@ The episodes' policy version is the iteration (step) whose policy sampled them.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from swe_rlvr.config import Config
 from swe_rlvr.instances import Instance
@@ -56,32 +57,38 @@ def rollout(run_dir: str, iteration: int, instances_path: str, policy_dir: str, 
     url = artifact(run_dir, iteration, f"{out}.parquet")
     with store.stage(iter_dir(run_dir, iteration), out, key) as st:
         rows = _sample(instances, policy_dir, cfg, group_size, iteration, guidance,
-                       SEED_OFFSETS.get(out, 0)) if instances else []
+                       SEED_OFFSETS.get(out, 0), out) if instances else []
         st.output("main", url, store.write_table(url, "rollouts", rows), rows=len(rows))
     return url
 
 
-def make_policy(cfg: Config, policy_dir: str, instances: list[Instance]) -> Any:
-    """The engine that samples policy `policy_dir`.
+@contextmanager
+def policy_engine(cfg: Config, policy_dir: str, instances: list[Instance]) -> Iterator[Any]:
+    """The engine that samples policy `policy_dir`, for the duration of the block.
 
-    `engine.name` is one of `agent.engines.ENGINES`, or `scripted[:variant]`: the package's scripted
-    policy (`agent.scripted`, variants gold, weak, cheat, format_error) replaying known actions
-    with `policy_dir`'s tokenizer, which drives the real loop, sandbox and grading end to end in
-    tests and demos. (Its replies do not depend on the weights, so training changes nothing it says.)
+    `engine.name` is one of `agent.engines.ENGINES`, held in this process (`agent.engines.held`:
+    the evaluation and the rollouts of one policy that run side by side share one engine), or
+    `scripted[:variant]`: the package's scripted policy (`agent.scripted`, variants gold, weak,
+    cheat, format_error) replaying known actions with `policy_dir`'s tokenizer, which drives the
+    real loop, sandbox and grading end to end in tests and demos. (Its replies do not depend on
+    the weights, so training changes nothing it says.)
     """
     name, _, variant = cfg.engine.name.partition(":")
     if name == "scripted":
         from transformers import AutoTokenizer
 
         from agent.scripted import ScriptedPolicy
-        return ScriptedPolicy(AutoTokenizer.from_pretrained(policy_dir), instances,
-                              variant=variant or "gold", scaffold=cfg.agent.scaffold)
-    from agent.engines import make_engine
-    return make_engine(dataclasses.replace(cfg.engine, model=policy_dir))
+        yield ScriptedPolicy(AutoTokenizer.from_pretrained(policy_dir), instances,
+                             variant=variant or "gold", scaffold=cfg.agent.scaffold)
+        return
+    from agent.engines.held import held
+    with held(dataclasses.replace(cfg.engine, model=policy_dir)) as engine:
+        yield engine
 
 
 def _sample(instances: list[Instance], policy_dir: str, cfg: Config, group_size: int,
-            iteration: int, guidance: dict[str, str] | None, seed_offset: int) -> list[dict]:
+            iteration: int, guidance: dict[str, str] | None, seed_offset: int,
+            label: str = "rollouts") -> list[dict]:
     """The episodes' rows in (instance, sample) order, from one Ray task per shard of the
     instances when the Ray runner is on (`tasks.shards`), else from this process."""
     from tasks.shards import map_shards, shard_count
@@ -92,7 +99,7 @@ def _sample(instances: list[Instance], policy_dir: str, cfg: Config, group_size:
         from agent.engines.served import shared_engine
         cfg = dataclasses.replace(cfg, engine=shared_engine(cfg.engine, policy_dir))
     return map_shards(_sample_shard, instances, cfg, policy_dir, group_size, iteration, guidance,
-                      seed_offset)
+                      seed_offset, label)
 
 
 SHARD_SEED_STRIDE = 7_919
@@ -101,13 +108,14 @@ SHARD_SEED_STRIDE = 7_919
 
 def _sample_shard(shard: int, instances: list[Instance], cfg: Config, policy_dir: str,
                   group_size: int, iteration: int, guidance: dict[str, str] | None,
-                  seed_offset: int) -> list[dict]:
+                  seed_offset: int, label: str = "rollouts") -> list[dict]:
     from agent.runner import run_rollouts
-    engine = make_policy(cfg, policy_dir, instances)
     seed = cfg.engine.seed + seed_offset + SHARD_SEED_STRIDE * shard
-    trajectories = run_rollouts(instances, engine, cfg.agent, cfg.sandbox, repo_store(cfg),
-                                group_size, iteration, guidance=guidance,
-                                workers=cfg.orchestration.max_workers, seed=seed,
-                                max_batch=cfg.engine.max_batch,
-                                temperature=cfg.engine.temperature, progress=True)
+    with policy_engine(cfg, policy_dir, instances) as engine:
+        trajectories = run_rollouts(instances, engine, cfg.agent, cfg.sandbox, repo_store(cfg),
+                                    group_size, iteration, guidance=guidance,
+                                    workers=cfg.orchestration.max_workers, seed=seed,
+                                    max_batch=cfg.engine.max_batch,
+                                    temperature=cfg.engine.temperature, progress=True,
+                                    label=label)
     return [t.to_row(policy_version=iteration) for t in trajectories]

@@ -101,3 +101,30 @@ def test_a_dropped_engine_is_freed_without_a_garbage_collection(tiny):
         assert ref() is None
     finally:
         gc.enable()
+
+
+def test_stages_on_one_policy_hold_one_engine_until_the_last_lets_go(tiny):
+    """`agent.engines.held`: two stages holding the same engine config get one engine (one copy of
+    the weights, one decode batch for both), which outlives the first holder and is dropped with
+    the last; another policy directory gets its own."""
+    import threading
+
+    from agent.engines.held import held, holders
+    cfg = EngineConfig(name="hf", model=str(tiny), torch_threads=1, max_batch=8, prefix_cache_gb=0)
+    other = dataclasses.replace(cfg, model=str(tiny) + "/")
+    with held(cfg) as first:
+        with held(dataclasses.replace(cfg)) as second, held(other) as third:
+            assert second is first and third is not first
+            assert holders(cfg) == 2 and holders(other) == 1
+            prompts = _prompts(first.tokenizer)
+            out: dict = {}
+            call = threading.Thread(target=lambda: out.setdefault("a", second.generate(
+                prompts[:1], SamplingParams(max_new_tokens=8, seed=3))))
+            call.start()
+            b = first.generate(prompts[1:2], SamplingParams(max_new_tokens=8, seed=4))
+            call.join()
+            assert out["a"][0].token_ids and b[0].token_ids
+        assert holders(cfg) == 1 and holders(other) == 0
+    assert holders(cfg) == 0
+    with held(cfg) as fresh:
+        assert fresh is not first
