@@ -8,16 +8,19 @@ In this process, with the real Prefect flows (an ephemeral API under a private P
      by default engine.model after the config's expert warm-up (as the quickstart's RL starts; the
      warm-up runs once, untimed, and is kept under runs/.bench; SmolLM2 is converted once when
      missing): rollouts, grading, guidance, guided re-attempts, rewards, the DAPO update;
-  3. `evaluate_policy` of the new policy (eval.limit instances x eval.runs), as the quickstart
-     does after each iteration.
+  3. one evaluation (eval.limit instances x eval.runs), as the config runs it: by default
+     `evaluate_policy` of the new policy, afterwards; with `orchestration.eval_beside=true` the
+     starting policy's, beside the iteration's rollouts on one engine.
 Per stage (from its manifest): wall seconds, the process's peak RSS while it ran, the tokens the
 model ran, their FLOPs (`swe_rlvr.compute`) and the compute-bound minimum, FLOPs / fp32's rate
-(`own_s`: each span's FLOPs / the rate of the precision it ran in, the stricter bound). The
-minimum counts only the work an iteration cannot skip: generation (prefill, decode) and the
-update's forward+backward. Old log-probs are counted as overhead, since the sampler's log-probs
-of policy k are what they recompute. Then where the time went, by span (busy seconds: the
-sandbox commands of concurrent episodes add up), and Prefect's share: each flow's wall time minus
-its stages' walls. The figure to drive down is the last line, wall / minimum (target <= 2).
+(`own_s`: each span's FLOPs / the rate of the precision it ran in, the stricter bound). A stage
+that ran beside another (marked *) counts the work both did meanwhile; the totals and the span
+table count the process's work once. The minimum counts only the work an iteration cannot skip:
+generation (prefill, decode) and the update's forward+backward. Old log-probs are counted as
+overhead, since the sampler's log-probs of policy k are what they recompute. Then where the time
+went, by span (busy seconds: the sandbox commands of concurrent episodes add up), and Prefect's
+share: each flow's wall time minus the time its stages covered. The figure to drive down is the
+last line, wall / minimum (target <= 2).
 
 It checks that what it timed did the right thing: every episode was sampled and graded without an
 infrastructure failure, the update trained (some group had mixed rewards) and wrote a checkpoint,
@@ -110,18 +113,44 @@ def stage_rows(manifests: dict, shape, rate: float, own_rate=None) -> list[dict]
     """Per stage: wall, peak RSS, tokens, FLOPs of the necessary work and its minimum time at
     `rate` (fp32's: `min_s`) and at `own_rate(span)`, the rate of the precision that span
     computed in (`min_own_s`; default `rate`)."""
-    own_rate = own_rate or (lambda span: rate)
     rows = []
-    for name, m in sorted(manifests.items(), key=lambda kv: kv[1]["finished_at"]):
-        spans_ = work(m)
-        needed = {k: span_flops(shape, k, t) for k, t in spans_.items() if k in GENERATION + TRAINING}
-        tokens = sum(t.tokens for k, t in spans_.items()
-                     if k in GENERATION + TRAINING + FORWARD_ONLY)
+    ordered = sorted(manifests.items(), key=lambda kv: kv[1]["finished_at"])
+    for name, m in ordered:
+        beside = any(other is not m and overlaps(m, other) for _, other in ordered)
         rows.append({"stage": name, "wall_s": m["wall_s"], "peak_rss_mb": m.get("peak_rss_mb", 0.0),
-                     "tokens": tokens, "gflop": sum(needed.values()) / 1e9,
-                     "min_s": sum(needed.values()) / rate,
-                     "min_own_s": sum(f / own_rate(k) for k, f in needed.items())})
+                     "beside": beside, **necessary(work(m), shape, rate, own_rate)})
     return rows
+
+
+def necessary(spans_: dict, shape, rate: float, own_rate=None) -> dict:
+    """The tokens of `spans_` (name -> Total) and the FLOPs of the work an iteration cannot skip,
+    with its minimum time at `rate` and at `own_rate(span)`."""
+    own_rate = own_rate or (lambda span: rate)
+    needed = {k: span_flops(shape, k, t) for k, t in spans_.items() if k in GENERATION + TRAINING}
+    tokens = sum(t.tokens for k, t in spans_.items() if k in GENERATION + TRAINING + FORWARD_ONLY)
+    return {"tokens": tokens, "gflop": sum(needed.values()) / 1e9,
+            "min_s": sum(needed.values()) / rate,
+            "min_own_s": sum(f / own_rate(k) for k, f in needed.items())}
+
+
+def window(manifest: dict) -> tuple[float, float]:
+    """(start, end) of a stage, in epoch seconds."""
+    return manifest["finished_at"] - manifest["wall_s"], manifest["finished_at"]
+
+
+def overlaps(a: dict, b: dict) -> bool:
+    """Whether two stages' windows overlap (by more than a scheduling hiccup)."""
+    (a0, a1), (b0, b1) = window(a), window(b)
+    return min(a1, b1) - max(a0, b0) > 0.5
+
+
+def covered_s(manifests: dict) -> float:
+    """Seconds during which at least one of the stages ran (the union of their windows)."""
+    total, end = 0.0, float("-inf")
+    for start, stop in sorted(window(m) for m in manifests.values()):
+        total += max(0.0, stop - max(start, end))
+        end = max(end, stop)
+    return total
 
 
 def precision_rates(cfg, shape) -> tuple[dict, object]:
@@ -136,14 +165,9 @@ def precision_rates(cfg, shape) -> tuple[dict, object]:
     return rates, lambda span: rates[training if span in TRAINING else sampling]
 
 
-def span_rows(manifests_by_flow: dict, shape, rate: float, exec_s: float) -> list[dict]:
-    """Per span name, summed over every stage: busy seconds, calls, tokens, FLOPs, tokens/s."""
-    from swe_rlvr.spans import Total
-    sums: dict[str, Total] = {}
-    for manifests in manifests_by_flow.values():
-        for m in manifests.values():
-            for name, t in work(m).items():
-                sums[name] = sums.get(name, Total()).plus(t)
+def span_rows(sums: dict, shape, rate: float, exec_s: float) -> list[dict]:
+    """Per span name (`sums`: the run's name -> Total): busy seconds, calls, tokens, FLOPs,
+    tokens/s."""
     rows = []
     for name in sorted(sums, key=lambda n: SPAN_ORDER.index(n) if n in SPAN_ORDER else 99):
         t = sums[name]
@@ -156,7 +180,7 @@ def span_rows(manifests_by_flow: dict, shape, rate: float, exec_s: float) -> lis
     return rows
 
 
-def check(run_dir: str, cfg, evaluated: bool) -> dict:
+def check(run_dir: str, cfg, eval_step: int | None) -> dict:
     """What the timed run did, refused unless it did the right thing."""
     from swe_rlvr.artifacts import outcomes
     from tasks import store
@@ -178,8 +202,8 @@ def check(run_dir: str, cfg, evaluated: bool) -> dict:
                          "instances (drop --cold, or pass --policy)")
     out = {"episodes": len(rolls), "resolved": sum(bool(g["resolved"]) for g in grades),
            "train_steps": len(trained)}
-    if evaluated:
-        evals = store.read_rows(store.join(run_dir, "iter_1", "eval.parquet"), "eval")
+    if eval_step is not None:
+        evals = store.read_rows(store.join(run_dir, f"iter_{eval_step}", "eval.parquet"), "eval")
         if len(evals) != cfg.eval.limit * cfg.eval.runs:
             raise SystemExit(f"bench: the evaluation scored {len(evals)} episodes, expected "
                              f"{cfg.eval.limit * cfg.eval.runs}")
@@ -198,7 +222,7 @@ def exec_seconds(run_dir: str) -> float:
     return total
 
 
-def print_tables(stages: list[dict], spans_: list[dict], flows: dict, peak_mb: float,
+def print_tables(stages: list[dict], spans_: list[dict], flows: dict, total: dict, peak_mb: float,
                  rates: dict, done: dict) -> dict:
     print("\nmatmul rate " + ", ".join(f"{r / 1e9:.1f} GFLOP/s ({dtype})" for dtype, r in rates.items())
           + f" on {os.cpu_count()} threads; {done['episodes']} episodes ({done['resolved']} resolved)"
@@ -208,19 +232,22 @@ def print_tables(stages: list[dict], spans_: list[dict], flows: dict, peak_mb: f
           f"{'wall/min':>8} {'own_s':>7} {'wall/own':>8}")
     for r in stages:
         ratios = [f"{r['wall_s'] / r[k]:8.1f}" if r[k] else f"{'-':>8}" for k in ("min_s", "min_own_s")]
-        print(f"{r['stage']:18} {r['wall_s']:8.1f} {r['peak_rss_mb'] / 1024:7.2f} {r['tokens']:8d} "
+        name = r["stage"] + (" *" if r["beside"] else "")
+        print(f"{name:18} {r['wall_s']:8.1f} {r['peak_rss_mb'] / 1024:7.2f} {r['tokens']:8d} "
               f"{r['gflop']:8.0f} {r['min_s']:7.1f} {ratios[0]} {r['min_own_s']:7.1f} {ratios[1]}")
+    if any(r["beside"] for r in stages):
+        print("* ran beside another stage: its tokens and minimum include the work of both "
+              "meanwhile (the totals count it once)")
     print(f"\n{'span (busy)':18} {'busy_s':>8} {'calls':>7} {'tokens':>8} {'tok/s':>8} {'GFLOP':>8} "
           f"{'min_s':>7}")
     for r in spans_:
         print(f"{r['span']:18} {r['busy_s']:8.1f} {r['calls']:7d} {r['tokens']:8d} "
               f"{r['tok_s']:8.0f} {r['gflop']:8.0f} {r['min_s']:7.1f}")
     wall = sum(f["wall_s"] for f in flows.values())
-    minimum = sum(r["min_s"] for r in stages)
-    own = sum(r["min_own_s"] for r in stages)
+    minimum, own = total["min_s"], total["min_own_s"]
     for name, f in flows.items():
         print(f"{'prefect ' + name:18} {f['wall_s'] - f['stages_s']:8.1f}   (flow wall "
-              f"{f['wall_s']:.1f} s - its stages {f['stages_s']:.1f} s)")
+              f"{f['wall_s']:.1f} s - the time its stages covered {f['stages_s']:.1f} s)")
     print(f"\ntotal wall {wall:.1f} s, compute-bound minimum {minimum:.1f} s at fp32's rate: "
           f"wall/min {wall / minimum if minimum else float('inf'):.1f} (target <= 2); at each "
           f"span's own precision {own:.1f} s: wall/own {wall / own if own else float('inf'):.1f}; "
@@ -256,23 +283,27 @@ def main(argv=None) -> None:
     rates, own_rate = precision_rates(cfg, shape)
     rate = rates["float32"]
     run_dir = str(tmp / "runs" / "bench")
+    beside = cfg.orchestration.eval_beside and not args.no_eval
+    eval_step = None if args.no_eval else 0 if beside else 1
     flows_out, manifests = {}, {}
-    start = time.perf_counter()
-    new_policy = rl_iteration(cfg, run_dir, 0, policy)
+    before, start = spans.totals(), time.perf_counter()
+    new_policy = rl_iteration(cfg, run_dir, 0, policy, evaluate=beside)
     flows_out["iteration"] = {"wall_s": time.perf_counter() - start}
     manifests["iteration"] = store.stage_manifests(store.join(run_dir, "iter_0"))
-    if not args.no_eval:
+    if eval_step == 1:
         start = time.perf_counter()
         evaluate_policy(cfg, run_dir, 1, new_policy)
         flows_out["evaluation"] = {"wall_s": time.perf_counter() - start}
         manifests["evaluation"] = store.stage_manifests(store.join(run_dir, "iter_1"))
+    run_work = spans.delta(before, spans.totals())
     for name, f in flows_out.items():
-        f["stages_s"] = sum(m["wall_s"] for m in manifests[name].values())
-    done = check(run_dir, cfg, not args.no_eval)
+        f["stages_s"] = covered_s(manifests[name])
+    done = check(run_dir, cfg, eval_step)
     stages = [dict(r, flow=name) for name, ms in manifests.items()
               for r in stage_rows(ms, shape, rate, own_rate)]
-    span_table = span_rows(manifests, shape, rate, exec_seconds(run_dir))
-    summary = print_tables(stages, span_table, flows_out, spans.peak_rss_mb(), rates, done)
+    span_table = span_rows(run_work, shape, rate, exec_seconds(run_dir))
+    total = necessary(run_work, shape, rate, own_rate)
+    summary = print_tables(stages, span_table, flows_out, total, spans.peak_rss_mb(), rates, done)
     if args.json:
         Path(args.json).write_text(json.dumps({"rate_flops": rate, "rates_flops": rates,
                                                "shape": asdict(shape),

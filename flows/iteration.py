@@ -8,7 +8,10 @@ inputs, so rerunning a crashed flow resumes from the last finished stage.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from prefect import flow
+from prefect.futures import PrefectFuture
 
 from flows.runners import stages
 from swe_rlvr.config import Config
@@ -16,11 +19,16 @@ from tasks.store import join
 
 
 @flow(name="rl-iteration", flow_run_name="iteration-{iteration}", validate_parameters=False)
-def rl_iteration(cfg: Config, run_dir: str, iteration: int, policy_dir: str) -> str:
+def rl_iteration(cfg: Config, run_dir: str, iteration: int, policy_dir: str,
+                 evaluate: bool = False, verifier_dir: str = "") -> str:
     """(curriculum ->) instances -> rollout -> validate -> guidance -> guided rollout -> validate
     -> reward -> update, and beside the update the best-of-k verifier (a no-op unless
-    eval.best_of_k > 0)."""
+    eval.best_of_k > 0). With `evaluate`, the evaluation of `policy_dir` (step `iteration`, as
+    `evaluate_policy` would write it) runs beside the rollouts on the same engine, and the update
+    waits for it."""
     s = stages(cfg, run_dir)
+    evaluation = submit_evaluation(s, cfg, run_dir, iteration, policy_dir,
+                                   verifier_dir) if evaluate else None
     pool = s.curriculum.submit(run_dir, iteration, cfg) if cfg.algorithm.curriculum else ""
     insts = s.instances.submit(run_dir, iteration, cfg, cfg.instances.train_split, part="rl",
                                curriculum_path=pool)
@@ -35,7 +43,7 @@ def rl_iteration(cfg: Config, run_dir: str, iteration: int, policy_dir: str) -> 
     verifier = s.verifier.submit(run_dir, iteration, [rolls, g_rolls], [grades, g_grades], insts,
                                  policy_dir, cfg)
     policy = s.update.submit(run_dir, iteration, policy_dir, [rolls, g_rolls], rewards,
-                             [grades, g_grades], cfg)
+                             [grades, g_grades], cfg, wait_for=[evaluation] if evaluation else None)
     verifier.result()  # raises if the verifier failed, like the update
     return policy.result()
 
@@ -45,13 +53,20 @@ def evaluate_policy(cfg: Config, run_dir: str, step: int, policy_dir: str,
                     verifier_dir: str = "") -> str:
     """pass@1 of `policy_dir` on eval.split: eval.runs episodes per instance, graded; EVAL rows
     (scored by `verifier_dir` for best@k when eval.best_of_k > 0)."""
-    s = stages(cfg, run_dir)
-    insts = s.instances.submit(run_dir, step, cfg, cfg.eval.split, out="eval_instances",
-                               limit=cfg.eval.limit, rotate=False)
-    rolls = s.rollout.submit(run_dir, step, insts, policy_dir, cfg, out="eval_rollouts",
-                             group_size=cfg.eval.runs)
-    grades = s.validate.submit(run_dir, step, rolls, insts, cfg)
-    return s.evaluate.submit(run_dir, step, rolls, grades, insts, verifier_dir, cfg).result()
+    return submit_evaluation(stages(cfg, run_dir), cfg, run_dir, step, policy_dir,
+                             verifier_dir).result()
+
+
+def submit_evaluation(s: SimpleNamespace, cfg: Config, run_dir: str, step: int, policy_dir: str,
+                      verifier_dir: str = "") -> PrefectFuture:
+    """Submit the evaluation's stages (`s`: `flows.runners.stages` of `run_dir`) to the running
+    flow; the future of its EVAL rows."""
+    insts = s.eval_instances.submit(run_dir, step, cfg, cfg.eval.split, out="eval_instances",
+                                    limit=cfg.eval.limit, rotate=False)
+    rolls = s.eval_rollout.submit(run_dir, step, insts, policy_dir, cfg, out="eval_rollouts",
+                                  group_size=cfg.eval.runs)
+    grades = s.eval_validate.submit(run_dir, step, rolls, insts, cfg)
+    return s.evaluate.submit(run_dir, step, rolls, grades, insts, verifier_dir, cfg)
 
 
 @flow(name="rft-warmup", flow_run_name="rft-warmup", validate_parameters=False)

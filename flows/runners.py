@@ -145,7 +145,8 @@ def stages(cfg: Config, run_dir: str) -> SimpleNamespace:
     named = {"instances": instances, "rollout": rollout, "validate": validate,
              "guidance": guidance, "reward": reward, "update": update, "evaluate": evaluate,
              "verifier": verifier, "rollout_guided": rollout, "validate_guided": validate,
-             "curriculum": curriculum}
+             "curriculum": curriculum, "eval_instances": instances, "eval_rollout": rollout,
+             "eval_validate": validate}
     tasks = {name: _named(t, name.replace("_", "-"), options) for name, t in named.items()}
     gpus = update_resources(cfg)
     if gpus:

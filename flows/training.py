@@ -39,24 +39,27 @@ def train_flow(config: str | None = None, overrides: list[str] | None = None) ->
     with tracked_run(cfg, run_dir) as run_id:
         iterate = rl_iteration.with_options(task_runner=runner)
         evaluate = evaluate_policy.with_options(task_runner=runner)
+        o = cfg.orchestration
         policy, base = cfg.engine.model, {}
-        if cfg.orchestration.eval_base and (cfg.orchestration.expert_warmup
-                                            or cfg.orchestration.rft_warmup):
-            base_dir = join(run_dir, "base")
+        base_dir = join(run_dir, "base") if o.eval_base and (o.expert_warmup or o.rft_warmup) else ""
+        beside = base_dir if o.eval_beside and o.expert_warmup else ""  # the expert needs no engine
+        if base_dir and not beside:
             evaluate(cfg, base_dir, 0, policy)
+        if o.expert_warmup:
+            policy = expert_warmup.with_options(task_runner=runner)(cfg, run_dir, policy, beside)
+        if base_dir:
             base = track_step(cfg, run_id, base_dir, 0, prefix="base_")
-        if cfg.orchestration.expert_warmup:
-            policy = expert_warmup.with_options(task_runner=runner)(cfg, run_dir, policy)
-        if cfg.orchestration.rft_warmup:
+        if o.rft_warmup:
             policy = rft_warmup.with_options(task_runner=runner)(cfg, run_dir, policy)
         steps, checkpoints, verifier = {}, [], ""
-        for k in range(cfg.orchestration.iterations):
-            if k % cfg.eval.every == 0 and (k or cfg.orchestration.eval_start):
+        for k in range(o.iterations):
+            due = k % cfg.eval.every == 0 and bool(k or o.eval_start)
+            if due and not o.eval_beside:
                 evaluate(cfg, run_dir, k, policy, verifier)
-            checkpoints.append(iterate(cfg, run_dir, k, policy))
+            checkpoints.append(iterate(cfg, run_dir, k, policy, due and o.eval_beside, verifier))
             steps[k] = track_step(cfg, run_id, run_dir, k, policy)
             policy, verifier = checkpoints[-1], verifier_dir(run_dir, k)
-        last = cfg.orchestration.iterations
+        last = o.iterations
         evaluate(cfg, run_dir, last, policy, verifier)
         steps[last] = track_step(cfg, run_id, run_dir, last, policy, final=True)
         summarize(cfg, run_id, run_dir, steps, "train")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.iteration import span_rows, stage_rows
+from bench.iteration import covered_s, necessary, span_rows, stage_rows, work
 from swe_rlvr.compute import Shape
 
 SHAPE = Shape(params=1000, hidden=8, vocab=50, layers=2)
@@ -18,7 +18,7 @@ def _t(seconds, tokens, logits, keys):
 MANIFESTS = {
     "rollouts": {"wall_s": 5.0, "peak_rss_mb": 900.0, "finished_at": 1.0,
                  "spans": {"prefill": _t(1.0, 10, 3, 55), "decode": _t(2.0, 4, 4, 20)}},
-    "update": {"wall_s": 3.0, "peak_rss_mb": 2048.0, "finished_at": 2.0,
+    "update": {"wall_s": 3.0, "peak_rss_mb": 2048.0, "finished_at": 4.0,
                "spans": {"old_logprobs": _t(0.5, 10, 6, 55),
                          "forward_backward": _t(1.5, 10, 6, 55), "optimizer": _t(0.2, 0, 0, 0)}},
 }
@@ -46,8 +46,24 @@ def test_each_span_also_counts_at_the_rate_of_its_own_precision():
     assert rows["update"]["min_s"] == 84_960 / RATE
 
 
-def test_spans_sum_over_stages_with_the_sandbox_beside_them():
-    rows = {r["span"]: r for r in span_rows({"iteration": MANIFESTS}, SHAPE, RATE, exec_s=7.0)}
+def test_stages_that_ran_side_by_side_are_marked_and_the_totals_count_their_work_once():
+    """An evaluation beside the rollouts (windows [-4, 1] and [-3, 0.5]): each manifest's spans
+    hold the process's work while it ran, so the two are marked, the flow's stages covered 5 s of
+    [-4, 1] plus 3 s of the update's [1, 4], and the minimum comes from the run's own totals."""
+    beside = dict(MANIFESTS, eval_rollouts={"wall_s": 3.5, "peak_rss_mb": 950.0, "finished_at": 0.5,
+                                            "spans": MANIFESTS["rollouts"]["spans"]})
+    rows = {r["stage"]: r for r in stage_rows(beside, SHAPE, RATE)}
+    assert rows["rollouts"]["beside"] and rows["eval_rollouts"]["beside"]
+    assert not rows["update"]["beside"]
+    assert not any(r["beside"] for r in stage_rows(MANIFESTS, SHAPE, RATE))
+    assert covered_s(beside) == 8.0 and covered_s(MANIFESTS) == 8.0
+    run = work(MANIFESTS["rollouts"]) | work(MANIFESTS["update"])
+    assert necessary(run, SHAPE, RATE)["min_s"] == (25_920 + 12_480 + 84_960) / RATE
+
+
+def test_the_span_table_is_the_runs_totals_with_the_sandbox_beside_them():
+    run = work(MANIFESTS["rollouts"]) | work(MANIFESTS["update"])
+    rows = {r["span"]: r for r in span_rows(run, SHAPE, RATE, exec_s=7.0)}
     assert rows["decode"]["tok_s"] == 2.0                          # 4 tokens in 2 s
     assert rows["old_logprobs"]["gflop"] == 28_320 / 1e9           # one forward, counted apart
     assert rows["sandbox commands"]["busy_s"] == 7.0

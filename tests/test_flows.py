@@ -33,6 +33,7 @@ def overrides(root: Path, model: Path, name: str) -> list[str]:
     return [f"orchestration.run_root={root}", f"orchestration.run_name={name}",
             f"orchestration.iterations={ITERATIONS}", "orchestration.max_workers=1",
             "orchestration.rft_warmup=true", "orchestration.eval_base=true",
+            "orchestration.eval_beside=true",
             "instances.source=builtin", "instances.limit=2",
             f"sandbox.workdir={root / 'work'}", f"sandbox.env_cache={root.parent / 'envs'}",
             f"engine.model={model}", "engine.name=scripted:weak", "engine.max_batch=1",
@@ -141,6 +142,32 @@ def test_guided_stages_have_their_own_task_names_and_runs_name_the_iteration(tra
     for k in range(ITERATIONS):
         assert {f"rollout-i{k}", f"validate-i{k}", f"rollout-guided-i{k}",
                 f"validate-guided-i{k}", f"update-i{k}"} <= names, sorted(names)
+
+
+def test_evaluation_of_policy_k_runs_beside_iteration_k_and_its_update_waits_for_it(trained):
+    """orchestration.eval_beside (on here): policy k's evaluation is part of iteration k's
+    flow run, waits on nothing of the iteration (so its rollouts run beside the iteration's, on
+    one engine), and the update waits for it (the engine's memory is back before training)."""
+    from prefect.client.orchestration import get_client
+    with get_client(sync_client=True) as client:
+        flow_runs = client.read_flow_runs(limit=200)
+        task_runs = client.read_task_runs(limit=200)
+
+    def upstream(run) -> set:
+        return {i.id for inputs in run.task_inputs.values() for i in inputs
+                if getattr(i, "input_type", "") == "task_run"}
+
+    for k in range(ITERATIONS):
+        iterations = [f for f in flow_runs if f.name == f"iteration-{k}"]
+        assert iterations
+        for flow_run in iterations:
+            mine = {r.name: r for r in task_runs if r.flow_run_id == flow_run.id}
+            assert {f"eval-instances-i{k}", f"eval-rollout-i{k}", f"eval-validate-i{k}",
+                    f"evaluate-i{k}", f"rollout-i{k}", f"update-i{k}"} <= set(mine), sorted(mine)
+            assert upstream(mine[f"eval-rollout-i{k}"]) == {mine[f"eval-instances-i{k}"].id}
+            assert mine[f"evaluate-i{k}"].id in upstream(mine[f"update-i{k}"])
+    alone = {f.name for f in flow_runs if f.name.startswith("eval-step-")}
+    assert alone == {"eval-step-0", f"eval-step-{ITERATIONS}"}, alone  # the base row; the final
 
 
 def test_rerun_reuses_every_finished_stage(trained):
