@@ -233,9 +233,9 @@ class OrchestrationConfig:
     """Run the evaluation of policy k beside the rollouts of iteration k, which sample the same
     policy, on one shared engine, and the `base` evaluation beside the expert's episodes; each
     update waits for its evaluation. Off (project default): every evaluation runs alone, before
-    the next stage. Where the cores allow: on a 2-core CPU the side-by-side stages slowed each
-    other down (the quickstart took 21:40 against 18:33 serially; an iteration's rollouts and
-    evaluation 133 s against 105 s), as their sandboxes' commands took the cores the engine's
+    the next stage. For where the cores allow: on a 2-core CPU the side-by-side stages slowed
+    each other down (an iteration's rollouts and evaluation took 133 s side by side against
+    57 + 48 s one after the other), as the sandboxes' commands took the cores that the engine's
     threads decode on."""
     eval_start: bool = True
     """Evaluate the starting policy as step 0, before the first RL iteration. The experiment
