@@ -115,7 +115,7 @@ def test_a_failed_stage_is_one_message_with_cause_fix_run_dir_and_flow_run(
     err = capsys.readouterr().err
     assert code == 1
     message = err[err.index("error: "):].splitlines()
-    assert message[0].startswith("error: the evaluate run failed: stage 'instances")
+    assert message[0].startswith("error: the evaluate run failed: stage 'eval-instances")
     assert "ValueError: No instances of split 'test'" in message[0]
     assert "records carry no split, so use split 'all' (eval.split=all" in message[0]  # the fix
     assert message[1].split() == ["run", "directory:", str(runs / "plain")]
