@@ -88,7 +88,7 @@ def policy_engine(cfg: Config, policy_dir: str, instances: list[Instance]) -> It
 
 def _sample(instances: list[Instance], policy_dir: str, cfg: Config, group_size: int,
             iteration: int, guidance: dict[str, str] | None, seed_offset: int,
-            label: str = "rollouts") -> list[dict]:
+            label: str) -> list[dict]:
     """The episodes' rows in (instance, sample) order, from one Ray task per shard of the
     instances when the Ray runner is on (`tasks.shards`), else from this process."""
     from tasks.shards import map_shards, shard_count
@@ -108,7 +108,7 @@ SHARD_SEED_STRIDE = 7_919
 
 def _sample_shard(shard: int, instances: list[Instance], cfg: Config, policy_dir: str,
                   group_size: int, iteration: int, guidance: dict[str, str] | None,
-                  seed_offset: int, label: str = "rollouts") -> list[dict]:
+                  seed_offset: int, label: str) -> list[dict]:
     from agent.runner import run_rollouts
     seed = cfg.engine.seed + seed_offset + SHARD_SEED_STRIDE * shard
     with policy_engine(cfg, policy_dir, instances) as engine:
