@@ -133,7 +133,8 @@ class EngineConfig:
     model: str = ""
     """HF model directory (safetensors). The quickstart builds one with `swe-rlvr model`."""
     dtype: Dtype = "auto"
-    """auto (bf16 on GPU, fp32 on CPU), float32, bfloat16 or float16."""
+    """auto (bf16 where the device multiplies it natively: a GPU with bf16, a CPU with
+    AVX512-BF16 or AMX; fp32 elsewhere, `swe_rlvr.precision`), float32, bfloat16 or float16."""
     device: Device = "auto"
     """auto, cpu or cuda."""
     temperature: float = 1.0

@@ -105,9 +105,10 @@ class TrainerConfig:
     Costs a compile per process (~15-40 s); measured in bench/trainer.py."""
     autocast: Autocast = "auto"
     """torch engine: run forward and backward under bf16 autocast over the fp32 master weights,
-    gradients and AdamW state: bf16, fp32 (none), or auto (bf16 on CUDA, fp32 on CPU). On a CPU
+    gradients and AdamW state: bf16, fp32 (none), or auto (bf16 where the device multiplies it
+    natively: a GPU with bf16, a CPU with AVX512-BF16 or AMX; `swe_rlvr.precision`). On a CPU
     with AMX, bf16 GEMMs ran 3.1x fp32's (bench.iteration's rates) and a 4,000-token SmolLM2
-    training step 1.6x."""
+    training step 1.6x; on an AVX2 CPU, which emulates bf16, they ran 65x slower."""
     schedule: Schedule = "cosine"
     """LR schedule for SFT/RFT: cosine or constant (Nebius: cosine)."""
     warmup_steps: int = 0

@@ -138,7 +138,8 @@ def estimate(cfg, dims: ModelDims, engine_dtype_bytes: int, head_chunk_rows: int
 
 
 FIXES = {
-    "engine.dtype": lambda c: "set engine.dtype=bfloat16 (half the weights) or use a smaller model.",
+    "engine.dtype": lambda c: ("set engine.dtype=bfloat16 (half the weights; slow where the CPU "
+                               "emulates bf16, see swe_rlvr.precision) or use a smaller model."),
     "engine.prefix_cache_gb": lambda c: (
         f"lower engine.prefix_cache_gb (now {c.engine.prefix_cache_gb}), "
         f"orchestration.max_workers (now {c.orchestration.max_workers}) or agent.context_tokens "

@@ -14,6 +14,7 @@ transformers = pytest.importorskip("transformers")
 from agent.engines import Engine, SamplingParams, is_unfiltered, make_engine  # noqa: E402
 from agent.models import build_tiny  # noqa: E402
 from swe_rlvr.config import EngineConfig  # noqa: E402
+from swe_rlvr.precision import cpu_bf16  # noqa: E402
 
 LOGPROB_ATOL = 1e-4  # fp32 on CPU: KV-cached + left-padded vs one fresh forward differ by ~1e-6
 
@@ -286,7 +287,7 @@ def test_inverse_cdf_sampling_draws_each_id_at_its_probability():
 
 
 @pytest.mark.parametrize("overrides, dtype", [
-    ({"name": "hf", "device": "cpu"}, "float32"),
+    ({"name": "hf", "device": "cpu"}, "bfloat16" if cpu_bf16() else "float32"),
     ({"name": "hf", "device": "cpu", "dtype": "bfloat16"}, "bfloat16"),
     ({"name": "vllm-server"}, "float32"),
     ({"name": "vllm"}, None),                 # the checkpoint's dtype

@@ -1,6 +1,7 @@
 """Plain-torch engine: CPU or GPU, one process or several under `torchrun` (data parallel).
 
-fp32 master weights; the forward runs under bf16 autocast on GPU (`trainer.autocast`: on CPU too).
+fp32 master weights; the forward runs under bf16 autocast where the device multiplies bf16
+natively (`trainer.autocast`: auto; bf16 forces it, fp32 never).
 AdamW over all parameters (Nebius: weight decay 0.1; torch's fused kernel where the device has
 one), a linear warm-up then cosine or constant LR, gradient-norm clipping, optional gradient
 checkpointing, and optional compiled decoder layers (`trainer.compile`). Gradient accumulation is
@@ -26,6 +27,7 @@ import torch
 
 from swe_rlvr import spans
 from swe_rlvr.config import TrainerConfig
+from swe_rlvr.precision import native_bf16, warn_if_emulated
 from trainer.checkpoint import load_train_state, save_checkpoint
 from trainer.forward import compile_layers, packed_logprobs, use_segment_attention
 from trainer.packing import PackedBatch
@@ -106,10 +108,11 @@ def compile_enabled(setting: bool | str, device: torch.device) -> bool:
 
 
 def autocast_enabled(setting: str, device: torch.device) -> bool:
-    """trainer.autocast: bf16 autocast on "bf16", never on "fp32", on CUDA only for "auto"."""
+    """trainer.autocast: bf16 autocast on "bf16", never on "fp32", and for "auto" where the
+    device multiplies bf16 natively (`swe_rlvr.precision`)."""
     if setting not in ("auto", "bf16", "fp32"):
         raise ValueError(f"trainer.autocast must be auto, bf16 or fp32, got {setting!r}.")
-    return setting == "bf16" or (setting == "auto" and device.type == "cuda")
+    return setting == "bf16" or (setting == "auto" and native_bf16(device))
 
 
 def make_optimizer(params, lr: float, weight_decay: float, device: torch.device):
@@ -171,6 +174,8 @@ class TorchEngine:
         if self.device.type == "cuda":
             self.device = torch.device("cuda", torch.cuda.current_device())
         set_threads(cfg, self.device)
+        if cfg.autocast == "bf16":
+            warn_if_emulated("trainer.autocast=bf16", self.device)
         with spans.span("model_load"):
             self.model = load_model(Path(model_dir), self.device, cfg.grad_checkpointing,
                                     compile_enabled(cfg.compile, self.device))

@@ -32,6 +32,7 @@ from agent.engines.base import UNFILTERED, Sample, SamplingParams, eos_ids
 from agent.engines.continuous import Request, Scheduler
 from agent.engines.kvcache import PrefixCache, RowKV, growing_cache, row_view
 from swe_rlvr import spans
+from swe_rlvr.precision import native_bf16, warn_if_emulated
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,8 @@ class HFEngine:
         self.cfg = cfg
         self.device = _pick_device(cfg.device)
         self.dtype = _pick_dtype(cfg.dtype, self.device)
+        if cfg.dtype == "bfloat16":
+            warn_if_emulated("engine.dtype=bfloat16", self.device)
         self.tokenizer = AutoTokenizer.from_pretrained(cfg.model)
         self.policy_version = 0
         self._temperature = cfg.temperature
@@ -175,8 +178,10 @@ def _pick_device(name: str) -> torch.device:
 
 
 def _pick_dtype(name: str, device: torch.device) -> torch.dtype:
+    """engine.dtype: auto is bf16 where the device multiplies it natively, else fp32
+    (`swe_rlvr.precision`)."""
     if name == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
+        return torch.bfloat16 if native_bf16(device) else torch.float32
     choices = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
     if name not in choices:
         raise ValueError(f"Unknown engine.dtype {name!r}; choose one of: auto, {', '.join(choices)}.")
