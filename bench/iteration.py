@@ -13,14 +13,20 @@ In this process, with the real Prefect flows (an ephemeral API under a private P
      starting policy's, beside the iteration's rollouts on one engine.
 Per stage (from its manifest): wall seconds, the process's peak RSS while it ran, the tokens the
 model ran, their FLOPs (`swe_rlvr.compute`) and the compute-bound minimum, FLOPs / fp32's rate
-(`own_s`: each span's FLOPs / the rate of the precision it ran in, the stricter bound). A stage
+(`own_s`: each span's FLOPs / the rate of the precision it ran in, the stricter bound), and the
+roofline minimum (`roof_s`): per span the larger of `own_s` and the bytes it must read (every
+weight once per forward, and a decode step's KV cache: `swe_rlvr.compute.forward_bytes`) at the
+read bandwidth measured in the same run. Decoding a few rows per step reads far more bytes per
+FLOP than the matmul rate can use, so its floor is the memory's, which the FLOP minimum leaves
+out. A stage
 that ran beside another (marked *) counts the work both did meanwhile; the totals and the span
 table count the process's work once. The minimum counts only the work an iteration cannot skip:
 generation (prefill, decode) and the update's forward+backward. Old log-probs are counted as
 overhead, since the sampler's log-probs of policy k are what they recompute. Then where the time
 went, by span (busy seconds: the sandbox commands of concurrent episodes add up), and Prefect's
 share: each flow's wall time minus the time its stages covered. The figure to drive down is the
-last line, wall / minimum (target <= 2).
+last line, wall / minimum (target <= 2); wall / roof is how far the run is from what this
+machine's memory and arithmetic allow.
 
 It checks that what it timed did the right thing: every episode was sampled and graded without an
 infrastructure failure, the update trained (some group had mixed rewards) and wrote a checkpoint,
@@ -45,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 GENERATION = ("prefill", "decode", "generate")   # hf engine; a server engine
 TRAINING = ("forward_backward",)
+KV_CACHED = ("decode",)       # one-token forwards whose every attended key is read from the cache
 FORWARD_ONLY = ("old_logprobs",)
 SPAN_ORDER = ("model_load", "server_start", "prefill", "decode", "generate", "old_logprobs", "forward_backward", "optimizer",
               "checkpoint")
@@ -86,6 +93,26 @@ def matmul_rate(shape, seconds: float = 1.0, dtype: str = "float32") -> float:
         torch.set_num_threads(threads)
 
 
+def read_bandwidth(mib: int = 512, seconds: float = 1.0) -> float:
+    """Bytes/s that every core reads from memory: sums over a `mib` MiB fp32 tensor (far larger
+    than the caches), best of 3 timed runs."""
+    import torch
+    threads = torch.get_num_threads()
+    torch.set_num_threads(os.cpu_count() or 1)
+    try:
+        x = torch.ones(mib * 2 ** 20 // 4)
+        best = 0.0
+        for _ in range(3):
+            n, start = 0, time.perf_counter()
+            while time.perf_counter() - start < seconds / 3:
+                x.sum()
+                n += 1
+            best = max(best, n * x.numel() * 4 / (time.perf_counter() - start))
+        return best
+    finally:
+        torch.set_num_threads(threads)
+
+
 def warm_policy(cfg, base: str) -> str:
     """The config's expert warm-up of `base` (untimed), kept under runs/.bench: a rerun finds its
     stages done and returns at once."""
@@ -103,34 +130,50 @@ def span_flops(shape, name: str, t) -> float:
     return flops(shape, t.tokens, t.logits, t.keys)
 
 
+def span_bytes(dims, dtype_bytes: int, name: str, t) -> float:
+    """The bytes span `name`'s work `t` must read (`forward_bytes`): the weights once per call of
+    the engine's forwards, and the KV cache of a decode step's keys. A server engine's `generate`
+    counts requests, not forwards, and training is bound by its arithmetic: 0 for them."""
+    from swe_rlvr.compute import forward_bytes
+    if name not in ("prefill", "decode"):
+        return 0.0
+    cached = t.keys if name in KV_CACHED else 0
+    return forward_bytes(dims.shape, dims.kv_dim, dtype_bytes, t.calls, cached)
+
+
 def work(manifest: dict) -> dict:
     """A stage manifest's spans as `swe_rlvr.spans.Total`s."""
     from swe_rlvr.spans import Total
     return {name: Total(**t) for name, t in manifest.get("spans", {}).items()}
 
 
-def stage_rows(manifests: dict, shape, rate: float, own_rate=None) -> list[dict]:
+def stage_rows(manifests: dict, shape, rate: float, own_rate=None, read_s=None) -> list[dict]:
     """Per stage: wall, peak RSS, tokens, FLOPs of the necessary work and its minimum time at
-    `rate` (fp32's: `min_s`) and at `own_rate(span)`, the rate of the precision that span
-    computed in (`min_own_s`; default `rate`)."""
+    `rate` (fp32's: `min_s`), at `own_rate(span)`, the rate of the precision that span computed
+    in (`min_own_s`; default `rate`), and the roofline's (`roof_s`, see `necessary`)."""
     rows = []
     ordered = sorted(manifests.items(), key=lambda kv: kv[1]["finished_at"])
     for name, m in ordered:
         beside = any(other is not m and overlaps(m, other) for _, other in ordered)
         rows.append({"stage": name, "wall_s": m["wall_s"], "peak_rss_mb": m.get("peak_rss_mb", 0.0),
-                     "beside": beside, **necessary(work(m), shape, rate, own_rate)})
+                     "beside": beside, **necessary(work(m), shape, rate, own_rate, read_s)})
     return rows
 
 
-def necessary(spans_: dict, shape, rate: float, own_rate=None) -> dict:
+def necessary(spans_: dict, shape, rate: float, own_rate=None, read_s=None) -> dict:
     """The tokens of `spans_` (name -> Total) and the FLOPs of the work an iteration cannot skip,
-    with its minimum time at `rate` and at `own_rate(span)`."""
+    with its minimum time at `rate`, at `own_rate(span)`, and on the roofline: per span the
+    larger of its time at its own rate and `read_s(span, Total)`, the time to read what it must
+    (default: nothing). A span's totals stand for all its calls, so max(sum, sum) <= sum of max:
+    still a lower bound."""
     own_rate = own_rate or (lambda span: rate)
+    read_s = read_s or (lambda span, t: 0.0)
     needed = {k: span_flops(shape, k, t) for k, t in spans_.items() if k in GENERATION + TRAINING}
     tokens = sum(t.tokens for k, t in spans_.items() if k in GENERATION + TRAINING + FORWARD_ONLY)
     return {"tokens": tokens, "gflop": sum(needed.values()) / 1e9,
             "min_s": sum(needed.values()) / rate,
-            "min_own_s": sum(f / own_rate(k) for k, f in needed.items())}
+            "min_own_s": sum(f / own_rate(k) for k, f in needed.items()),
+            "roof_s": sum(max(f / own_rate(k), read_s(k, spans_[k])) for k, f in needed.items())}
 
 
 def window(manifest: dict) -> tuple[float, float]:
@@ -165,18 +208,23 @@ def precision_rates(cfg, shape) -> tuple[dict, object]:
     return rates, lambda span: rates[training if span in TRAINING else sampling]
 
 
-def span_rows(sums: dict, shape, rate: float, exec_s: float) -> list[dict]:
+def span_rows(sums: dict, shape, rate: float, exec_s: float, read_bytes=None,
+              bandwidth: float = 0.0) -> list[dict]:
     """Per span name (`sums`: the run's name -> Total): busy seconds, calls, tokens, FLOPs,
-    tokens/s."""
+    tokens/s, and the bytes it must read (`read_bytes(span, Total)`) with their time at
+    `bandwidth` bytes/s."""
+    read_bytes = read_bytes or (lambda span, t: 0.0)
     rows = []
     for name in sorted(sums, key=lambda n: SPAN_ORDER.index(n) if n in SPAN_ORDER else 99):
         t = sums[name]
         flops = span_flops(shape, name, t) if t.tokens else 0.0
+        read = read_bytes(name, t)
         rows.append({"span": name, "busy_s": t.seconds, "calls": t.calls, "tokens": t.tokens,
-                     "gflop": flops / 1e9, "min_s": flops / rate,
+                     "gflop": flops / 1e9, "min_s": flops / rate, "read_gb": read / 1e9,
+                     "read_s": read / bandwidth if bandwidth else 0.0,
                      "tok_s": t.tokens / t.seconds if t.seconds else 0.0})
     rows.append({"span": "sandbox commands", "busy_s": exec_s, "calls": 0, "tokens": 0,
-                 "gflop": 0.0, "min_s": 0.0, "tok_s": 0.0})
+                 "gflop": 0.0, "min_s": 0.0, "read_gb": 0.0, "read_s": 0.0, "tok_s": 0.0})
     return rows
 
 
@@ -223,37 +271,44 @@ def exec_seconds(run_dir: str) -> float:
 
 
 def print_tables(stages: list[dict], spans_: list[dict], flows: dict, total: dict, peak_mb: float,
-                 rates: dict, done: dict) -> dict:
+                 rates: dict, bandwidth: float, done: dict) -> dict:
     print("\nmatmul rate " + ", ".join(f"{r / 1e9:.1f} GFLOP/s ({dtype})" for dtype, r in rates.items())
-          + f" on {os.cpu_count()} threads; {done['episodes']} episodes ({done['resolved']} resolved)"
+          + f" on {os.cpu_count()} threads; read bandwidth {bandwidth / 1e9:.1f} GB/s; "
+          + f"{done['episodes']} episodes ({done['resolved']} resolved)"
           + (f", {done['eval_episodes']} evaluated" if "eval_episodes" in done else ""))
-    print("min_s: the work at fp32's rate; own_s: each span at the rate of the precision it ran in")
+    print("min_s: the work at fp32's rate; own_s: each span at the rate of the precision it ran "
+          "in; roof_s: each span at the larger of own_s and the time to read its weights and KV cache")
     print(f"\n{'stage':18} {'wall_s':>8} {'rss_GB':>7} {'tokens':>8} {'GFLOP':>8} {'min_s':>7} "
-          f"{'wall/min':>8} {'own_s':>7} {'wall/own':>8}")
+          f"{'wall/min':>8} {'own_s':>7} {'wall/own':>8} {'roof_s':>7} {'wall/roof':>9}")
     for r in stages:
-        ratios = [f"{r['wall_s'] / r[k]:8.1f}" if r[k] else f"{'-':>8}" for k in ("min_s", "min_own_s")]
+        ratios = [f"{r['wall_s'] / r[k]:8.1f}" if r[k] else f"{'-':>8}"
+                  for k in ("min_s", "min_own_s", "roof_s")]
         name = r["stage"] + (" *" if r["beside"] else "")
         print(f"{name:18} {r['wall_s']:8.1f} {r['peak_rss_mb'] / 1024:7.2f} {r['tokens']:8d} "
-              f"{r['gflop']:8.0f} {r['min_s']:7.1f} {ratios[0]} {r['min_own_s']:7.1f} {ratios[1]}")
+              f"{r['gflop']:8.0f} {r['min_s']:7.1f} {ratios[0]} {r['min_own_s']:7.1f} {ratios[1]} "
+              f"{r['roof_s']:7.1f} {ratios[2]:>9}")
     if any(r["beside"] for r in stages):
         print("* ran beside another stage: its tokens and minimum include the work of both "
               "meanwhile (the totals count it once)")
     print(f"\n{'span (busy)':18} {'busy_s':>8} {'calls':>7} {'tokens':>8} {'tok/s':>8} {'GFLOP':>8} "
-          f"{'min_s':>7}")
+          f"{'min_s':>7} {'read_GB':>8} {'read_s':>7}")
     for r in spans_:
         print(f"{r['span']:18} {r['busy_s']:8.1f} {r['calls']:7d} {r['tokens']:8d} "
-              f"{r['tok_s']:8.0f} {r['gflop']:8.0f} {r['min_s']:7.1f}")
+              f"{r['tok_s']:8.0f} {r['gflop']:8.0f} {r['min_s']:7.1f} {r['read_gb']:8.1f} "
+              f"{r['read_s']:7.1f}")
     wall = sum(f["wall_s"] for f in flows.values())
-    minimum, own = total["min_s"], total["min_own_s"]
+    minimum, own, roof = total["min_s"], total["min_own_s"], total["roof_s"]
     for name, f in flows.items():
         print(f"{'prefect ' + name:18} {f['wall_s'] - f['stages_s']:8.1f}   (flow wall "
               f"{f['wall_s']:.1f} s - the time its stages covered {f['stages_s']:.1f} s)")
     print(f"\ntotal wall {wall:.1f} s, compute-bound minimum {minimum:.1f} s at fp32's rate: "
           f"wall/min {wall / minimum if minimum else float('inf'):.1f} (target <= 2); at each "
           f"span's own precision {own:.1f} s: wall/own {wall / own if own else float('inf'):.1f}; "
-          f"peak RSS {peak_mb / 1024:.2f} GB")
+          f"on the roofline (memory reads too) {roof:.1f} s: wall/roof "
+          f"{wall / roof if roof else float('inf'):.1f}; peak RSS {peak_mb / 1024:.2f} GB")
     return {"wall_s": wall, "min_s": minimum, "ratio": wall / minimum if minimum else None,
-            "min_own_s": own, "ratio_own": wall / own if own else None, "peak_rss_mb": peak_mb}
+            "min_own_s": own, "ratio_own": wall / own if own else None, "roof_s": roof,
+            "ratio_roof": wall / roof if roof else None, "peak_rss_mb": peak_mb}
 
 
 def main(argv=None) -> None:
@@ -264,10 +319,11 @@ def main(argv=None) -> None:
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     import flows  # noqa: F401 - sets the ephemeral API's start-up timeout before Prefect loads
+    from agent.engines import sampling_dtype
     from flows.iteration import evaluate_policy, rl_iteration
     from swe_rlvr import spans
     from swe_rlvr.config import load_config
-    from swe_rlvr.memory import model_dims
+    from swe_rlvr.memory import DTYPE_BYTES, model_dims
     from tasks import store
 
     cfg = load_config(args.config, [f"orchestration.run_root={tmp / 'runs'}",
@@ -279,9 +335,14 @@ def main(argv=None) -> None:
         convert_smollm2(policy)
     if not args.policy and not args.cold:
         policy = warm_policy(cfg, policy)
-    shape = model_dims(policy).shape
+    dims = model_dims(policy)
+    shape = dims.shape
     rates, own_rate = precision_rates(cfg, shape)
     rate = rates["float32"]
+    bandwidth = read_bandwidth()
+    weight_bytes = DTYPE_BYTES[sampling_dtype(cfg.engine) or "float32"]
+    read_bytes = lambda span, t: span_bytes(dims, weight_bytes, span, t)   # noqa: E731
+    read_s = lambda span, t: read_bytes(span, t) / bandwidth               # noqa: E731
     run_dir = str(tmp / "runs" / "bench")
     beside = cfg.orchestration.eval_beside and not args.no_eval
     eval_step = None if args.no_eval else 0 if beside else 1
@@ -300,12 +361,14 @@ def main(argv=None) -> None:
         f["stages_s"] = covered_s(manifests[name])
     done = check(run_dir, cfg, eval_step)
     stages = [dict(r, flow=name) for name, ms in manifests.items()
-              for r in stage_rows(ms, shape, rate, own_rate)]
-    span_table = span_rows(run_work, shape, rate, exec_seconds(run_dir))
-    total = necessary(run_work, shape, rate, own_rate)
-    summary = print_tables(stages, span_table, flows_out, total, spans.peak_rss_mb(), rates, done)
+              for r in stage_rows(ms, shape, rate, own_rate, read_s)]
+    span_table = span_rows(run_work, shape, rate, exec_seconds(run_dir), read_bytes, bandwidth)
+    total = necessary(run_work, shape, rate, own_rate, read_s)
+    summary = print_tables(stages, span_table, flows_out, total, spans.peak_rss_mb(), rates,
+                           bandwidth, done)
     if args.json:
         Path(args.json).write_text(json.dumps({"rate_flops": rate, "rates_flops": rates,
+                                               "read_bandwidth": bandwidth,
                                                "shape": asdict(shape),
                                                "stages": stages, "spans": span_table,
                                                "flows": flows_out, "checks": done, **summary},

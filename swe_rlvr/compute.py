@@ -11,7 +11,10 @@ vocabulary and L the layers (QK^T and AV: 2 d FLOPs each per key per layer). A t
 activations, softmax, rotary embeddings, and work wasted on padding or finished rows (the figure
 is the work that was necessary, so the time to do it is a lower bound).
 
-`prefill_work` and `decode_work` count a generation's tokens and keys from its prompts; the
+Time also has a memory floor: a forward reads every weight once, and a decode step also reads
+the KV cache of every key it attends (`forward_bytes`). At a few rows per step that floor, not the
+arithmetic, bounds decoding on a CPU (about 8 FLOPs per byte read, where the matmul rate needs
+~100). `prefill_work` and `decode_work` count a generation's tokens and keys from its prompts; the
 trainer counts a packed row's keys from its segments (`causal_keys`).
 """
 
@@ -45,6 +48,17 @@ def forward_flops(shape: Shape, tokens: int, logits: int, keys: int) -> float:
     """FLOPs of one forward: 2 N tokens + 2 d V logits + 4 L d keys (see the module docstring)."""
     return (2.0 * shape.params * tokens + 2.0 * shape.hidden * shape.vocab * logits
             + 4.0 * shape.layers * shape.hidden * keys)
+
+
+def forward_bytes(shape: Shape, kv_width: int, dtype_bytes: int, calls: int, cached_keys: int
+                  ) -> float:
+    """Bytes that `calls` forwards must read from memory at the least: every weight once per call
+    (N + d V: the blocks and the LM head; an input embedding reads only its tokens' rows, left
+    out) and, for each of the `cached_keys` keys they attend in a KV cache, its key and value at
+    every layer (2 kv_width values). A decode step is one call; its attended keys are all cached.
+    Activations are left out (they fit in cache), so the time to read this is a lower bound."""
+    return dtype_bytes * (calls * (shape.params + shape.hidden * shape.vocab)
+                          + 2.0 * kv_width * shape.layers * cached_keys)
 
 
 def training_flops(shape: Shape, tokens: int, logits: int, keys: int) -> float:

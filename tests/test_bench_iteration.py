@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from bench.iteration import covered_s, necessary, span_rows, stage_rows, work
+from bench.iteration import covered_s, necessary, span_bytes, span_rows, stage_rows, work
 from swe_rlvr.compute import Shape
+from swe_rlvr.memory import ModelDims
 
 SHAPE = Shape(params=1000, hidden=8, vocab=50, layers=2)
 RATE = 1e6                                                        # FLOP/s
@@ -44,6 +45,27 @@ def test_each_span_also_counts_at_the_rate_of_its_own_precision():
     assert rows["rollouts"]["min_own_s"] == pytest.approx((25_920 + 12_480) / (4 * RATE))
     assert rows["update"]["min_own_s"] == pytest.approx(84_960 / (2 * RATE))
     assert rows["update"]["min_s"] == 84_960 / RATE
+
+
+def test_the_roofline_takes_each_span_at_the_larger_of_its_arithmetic_and_its_memory_reads():
+    """bf16 weights (2 bytes), K/V width 4, read at 1,000 bytes/s. Each generation span made one
+    call: it reads the 1,000 block weights and the 8*50 head once, 2,800 bytes; the decode step
+    also reads its 20 cached keys' K and V at both layers, 2 * 4 * 2 * 20 * 2 = 640 bytes.
+    prefill: max(25,920 / 1e6, 2,800 / 1,000) = 2.8 s; decode: max(0.0125, 3.44) = 3.44 s;
+    training reads nothing here, so it stays at its arithmetic, 84,960 / 1e6 s."""
+    dims = ModelDims(shape=SHAPE, total_params=1400, kv_dim=4, intermediate=16)
+    spans_ = work(MANIFESTS["rollouts"]) | work(MANIFESTS["update"])
+    assert span_bytes(dims, 2, "prefill", spans_["prefill"]) == 2_800
+    assert span_bytes(dims, 2, "decode", spans_["decode"]) == 3_440
+    assert span_bytes(dims, 2, "forward_backward", spans_["forward_backward"]) == 0.0
+    read_s = lambda span, t: span_bytes(dims, 2, span, t) / 1_000          # noqa: E731
+    rows = {r["stage"]: r for r in stage_rows(MANIFESTS, SHAPE, RATE, read_s=read_s)}
+    assert rows["rollouts"]["roof_s"] == pytest.approx(2.8 + 3.44)
+    assert rows["update"]["roof_s"] == pytest.approx(84_960 / RATE)
+    table = {r["span"]: r for r in span_rows(spans_, SHAPE, RATE, 0.0,
+                                            lambda span, t: span_bytes(dims, 2, span, t), 1_000)}
+    assert table["decode"]["read_gb"] == 3_440 / 1e9 and table["decode"]["read_s"] == 3.44
+    assert necessary(spans_, SHAPE, RATE)["roof_s"] == pytest.approx((25_920 + 12_480 + 84_960) / RATE)
 
 
 def test_stages_that_ran_side_by_side_are_marked_and_the_totals_count_their_work_once():

@@ -9,8 +9,8 @@ import time
 import pytest
 
 from swe_rlvr import spans
-from swe_rlvr.compute import (Shape, causal_keys, decode_work, forward_flops, prefill_work,
-                              training_flops)
+from swe_rlvr.compute import (Shape, causal_keys, decode_work, forward_bytes, forward_flops,
+                              prefill_work, training_flops)
 
 SHAPE = Shape(params=1000, hidden=8, vocab=50, layers=2)
 
@@ -20,6 +20,13 @@ def test_forward_flops_add_the_weights_the_head_and_the_attention():
     # + 4*2*8*55 = 3,520 (attention over 55 keys) = 25,920
     assert forward_flops(SHAPE, tokens=10, logits=3, keys=55) == 25_920
     assert training_flops(SHAPE, tokens=10, logits=3, keys=55) == 3 * 25_920
+
+
+def test_forward_bytes_read_every_weight_per_call_and_each_cached_key_at_every_layer():
+    # 3 calls x (1000 block weights + 8*50 head) = 4,200 values; 20 cached keys x K and V
+    # (2 x kv width 4) x 2 layers = 320 values; 4,520 values x 2 bytes (bf16) = 9,040 bytes
+    assert forward_bytes(SHAPE, kv_width=4, dtype_bytes=2, calls=3, cached_keys=20) == 9_040
+    assert forward_bytes(SHAPE, kv_width=4, dtype_bytes=4, calls=1, cached_keys=0) == 5_600
 
 
 def test_causal_keys_sum_the_positions_after_the_cache():
