@@ -22,7 +22,13 @@ iteration; step 0 of the dapo arms is the rft arm's evaluation of the policy the
 same thing twice, at ~5 CPU minutes an evaluation at the CPU size). Seed s sets
 `engine.seed` and `trainer.seed`. Everything lands under `out`: one run directory per (arm,
 seed) named `<arm>-seed<s>` (`out` is the run root, so the SQLite MLflow store is
-`out/mlflow.db`), `results/<arm>/seed<s>.json`, `report.md` and `ladder.png`.
+`out/mlflow.db`), `results/<arm>/seed<s>.json`, `report.md`, `ladder.png` (pass@1 per iteration)
+and `curves.png` (train resolve and group-signal rate per training iteration).
+
+The design is stated before anything runs (`plan_ladder`, `swe-rlvr experiment ladder --plan`):
+the arms, the seeds, the evaluation's instances x runs = graded episodes per arm and seed, and the
+minimum detectable difference in pass@1 that they give at an assumed base rate
+(`tasks.ladder_stats.mdd`); the report repeats it above its paired comparisons.
 
 MLflow: one parent run for the ladder, one child run per arm (the aggregate over seeds), and each
 (arm, seed) flow run as a child of its arm (tag `mlflow.parentRunId`).
@@ -48,6 +54,9 @@ from typing import Sequence
 from swe_rlvr.config import Config, ConfigError, load_config
 
 log = logging.getLogger("swe_rlvr.ladder")
+PLAN_BASE_RATE = 0.1
+"""The pass@1 the minimum detectable difference assumes unless told (--base-rate): near what the
+ladder's arms reach at the CPU size, where the MDD is smaller than at 0.5."""
 
 
 @dataclass(frozen=True)
@@ -125,6 +134,7 @@ class Ladder:
     out: Path
     seeds: list[int]
     arms: list[str]
+    base_rate: float = PLAN_BASE_RATE
 
     def seed_overrides(self, arm: Arm, seed: int, policy: str) -> list[str]:
         return [*self.overrides, *arm_overrides(arm, self.cfg), f"engine.model={policy}",
@@ -136,19 +146,64 @@ class Ladder:
         return self.out / "results" / arm / f"seed{seed}.json"
 
     def load(self, arm: str, seed: int) -> dict | None:
+        """The (arm, seed)'s result; one written by an earlier swe-rlvr is completed from its run
+        directory and saved (`tasks.ladder_report.complete`)."""
         path = self.result_path(arm, seed)
-        return json.loads(path.read_text()) if path.exists() else None
+        if not path.exists():
+            return None
+        from tasks.ladder_report import complete
+        row = json.loads(path.read_text())
+        done = complete(row, path)
+        if done is not row:
+            path.write_text(json.dumps(done, indent=1))
+        return done
 
     def results(self) -> dict[str, list[dict]]:
         found = {a: [self.load(a, s) for s in self.seeds] for a in self.arms}
         return {a: [r for r in rs if r] for a, rs in found.items() if any(rs)}
 
 
+def eval_instance_count(cfg: Config) -> int:
+    """How many instances each evaluation grades: the selection of the `instances` task (the
+    split's pool under instances.ids and instances.tiers, its first eval.limit)."""
+    from swe_rlvr.loaders import load_instances
+    from tasks.instances import pool, window
+    loaded = load_instances(cfg.instances.source, format=cfg.instances.format,
+                            skip_invalid=cfg.instances.skip_invalid)
+    chosen = pool(loaded.instances, cfg.eval.split, cfg.instances.ids, cfg.instances.tiers)
+    return len(window(chosen, cfg.eval.limit, 0))
+
+
+def design_lines(cfg: Config, arms: Sequence[str], seeds: Sequence[int],
+                 base_rate: float = PLAN_BASE_RATE) -> list[str]:
+    """The ladder's design as markdown bullets: arms, seeds, graded episodes and the MDD."""
+    from tasks.ladder_stats import mdd
+    n, runs = eval_instance_count(cfg), cfg.eval.runs
+    return [f"- arms: {', '.join(arms)}; seeds: {', '.join(map(str, seeds))}",
+            f"- evaluation: {n} `{cfg.eval.split}` instances x {runs} run(s) = {n * runs} graded "
+            f"episodes per arm per seed ({n * runs * len(seeds)} per arm over the seeds)",
+            f"- minimum detectable difference in pass@1 between two arms: "
+            f"{mdd(n, runs, len(seeds), base_rate):.3f} (paired over instances, two-sided alpha "
+            f"0.05, power 0.8, base rate {base_rate:g}; `tasks.ladder_stats.mdd`)"]
+
+
+def plan_ladder(config: str | Path | None = None, overrides: Sequence[str] = (), seeds: int = 3,
+                arms: Sequence[str] = tuple(ARMS), base_rate: float = PLAN_BASE_RATE) -> str:
+    """The design `run_ladder` would run, as text; runs nothing."""
+    if seeds < 1:
+        raise ConfigError(f"--seeds must be at least 1 (got {seeds}); use 3 or more for a CI.")
+    cfg = load_config(config, list(overrides))
+    check_ladder(cfg)
+    return "\n".join(["ladder design:", *design_lines(cfg, arms_to_run(list(arms)),
+                                                      list(range(seeds)), base_rate)])
+
+
 def run_ladder(config: str | Path | None = None, overrides: Sequence[str] = (), seeds: int = 3,
                arms: Sequence[str] = tuple(ARMS), out: str | Path = "runs/ladder",
-               only_seeds: Sequence[int] = ()) -> str:
+               only_seeds: Sequence[int] = (), base_rate: float = PLAN_BASE_RATE) -> str:
     """Run (or resume) the ladder; returns the path of report.md. `only_seeds` (a subset of
-    0..seeds-1) runs just those; the report still covers every seed that has a result."""
+    0..seeds-1) runs just those; the report still covers every seed that has a result.
+    `base_rate`: the pass@1 the design's minimum detectable difference assumes."""
     from flows.preflight import preflight
     if seeds < 1:
         raise ConfigError(f"--seeds must be at least 1 (got {seeds}); use 3 or more for a CI.")
@@ -162,11 +217,12 @@ def run_ladder(config: str | Path | None = None, overrides: Sequence[str] = (), 
     check_ladder(cfg)
     preflight(cfg)
     ladder = Ladder(str(config) if config else None, overrides, cfg, out, list(range(seeds)),
-                    arms_to_run(list(arms)))
+                    arms_to_run(list(arms)), base_rate)
     out.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
     parent = _tracking_run(cfg, out, "")
-    log.info("ladder: arms %s, seeds %s, out %s", ",".join(ladder.arms), ladder.seeds, out)
+    log.info("ladder: out %s\n%s", out, "\n".join(design_lines(cfg, ladder.arms, ladder.seeds,
+                                                                base_rate)))
     for name in ladder.arms:
         arm_run = _tracking_run(cfg, out / "arms" / name, parent)
         for seed in sorted(set(only_seeds)) or ladder.seeds:
@@ -241,8 +297,11 @@ def _log_arm(cfg: Config, arm_run: str, parent: str, arm: str, seeds: list[dict]
 
     from tasks import tracking
     from tasks.ladder import aggregate_arm, curve
+    from tasks.ladder_stats import arm_interval, pool
     now = int(time.time() * 1000)
-    row = {k: v for k, v in aggregate_arm(seeds).items() if not math.isnan(v)}
+    _, low, high = arm_interval(pool([s["instances"] for s in seeds]))
+    row = {k: v for k, v in {**aggregate_arm(seeds), "pass1_instances_ci_low": low,
+                             "pass1_instances_ci_high": high}.items() if not math.isnan(v)}
     steps, means, _ = curve(seeds)
     mlc = tracking.client(cfg)
     mlc.set_tag(arm_run, "swe_rlvr.arm", arm)
@@ -255,7 +314,7 @@ def _log_arm(cfg: Config, arm_run: str, parent: str, arm: str, seeds: list[dict]
 
 
 def _write_outputs(ladder: Ladder, wall_s: float) -> Path:
-    from tasks.ladder_report import write_plot, write_report
+    from tasks.ladder_report import write_curves, write_plot, write_report
     results = ladder.results()
     cfg = ladder.cfg
     header = ["# swe-rlvr experiment ladder", "",
@@ -266,12 +325,13 @@ def _write_outputs(ladder: Ladder, wall_s: float) -> Path:
               f"- evaluation: split `{cfg.eval.split}`, {cfg.eval.runs} run(s) per instance"
               f"{f', first {cfg.eval.limit} instances' if cfg.eval.limit else ''}; training split "
               f"`{cfg.instances.train_split}`",
-              f"- seeds: {ladder.seeds}; arms: {', '.join(ladder.arms)}",
+              *design_lines(cfg, ladder.arms, ladder.seeds, ladder.base_rate),
               f"- this invocation's wall time: {wall_s / 60:.1f} min",
               "", "![pass@1 per iteration](ladder.png)"]
     report = ladder.out / "report.md"
     write_report(report, results, header)
     write_plot(ladder.out / "ladder.png", results)
+    write_curves(ladder.out / "curves.png", results)
     return report
 
 
@@ -282,4 +342,5 @@ def _finish(cfg: Config, parent: str, out: Path, ladder: Ladder) -> None:
     mlc.set_tag(parent, "swe_rlvr.ladder.arms", ",".join(ladder.arms))
     mlc.log_artifact(parent, str(out / "report.md"))
     mlc.log_artifact(parent, str(out / "ladder.png"))
+    mlc.log_artifact(parent, str(out / "curves.png"))
     tracking.close_run(cfg, parent)

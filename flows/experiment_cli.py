@@ -4,9 +4,12 @@
     swe-rlvr experiment ladder --seeds 1 --arms base,warmup eval.limit=4 --out runs/ladder-quick
     swe-rlvr experiment ladder --only-seeds 1 trainer.torch_threads=1   # beside --only-seeds 0,2
     swe-rlvr experiment ladder orchestration.iterations=3 engine.device=cuda engine.name=vllm
+    swe-rlvr experiment ladder --plan eval.limit=0 eval.runs=4    # the design and its MDD only
 
-Rerunning with the same --out resumes: finished (arm, seed) pairs are skipped. See
-`flows.experiment` for the arms and where everything lands.
+The design (arms, seeds, graded episodes per arm and seed, minimum detectable difference) is
+printed before anything runs; --plan prints it and stops. Rerunning with the same --out resumes:
+finished (arm, seed) pairs are skipped. See `flows.experiment` for the arms and where everything
+lands.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     group = sub.add_parser("experiment", help="reproducible experiments (the learning ladder)")
     experiments = group.add_subparsers(dest="experiment", metavar="EXPERIMENT")
     experiments.required = True
-    from flows.experiment import ARMS
+    from flows.experiment import ARMS, PLAN_BASE_RATE
     ladder = experiments.add_parser("ladder", help="base -> warm-up -> RFT -> DAPO (-> guided), "
                                                    "evaluated on the test split over seeds")
     ladder.add_argument("--config", default=LADDER_CONFIG,
@@ -35,6 +38,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     ladder.add_argument("--arms", default=",".join(ARMS),
                         help=f"comma list of {', '.join(ARMS)} (prerequisite arms are added)")
     ladder.add_argument("--out", default="runs/ladder", help="output folder (default runs/ladder)")
+    ladder.add_argument("--plan", action="store_true",
+                        help="print the design (arms, seeds, eval instances x runs, minimum "
+                             "detectable difference) and exit without running anything")
+    ladder.add_argument("--base-rate", type=float, default=PLAN_BASE_RATE,
+                        help=f"pass@1 the minimum detectable difference assumes "
+                             f"(default {PLAN_BASE_RATE})")
     ladder.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                         help="dotted overrides, e.g. orchestration.iterations=2 eval.runs=3")
     ladder.set_defaults(handler=_ladder)
@@ -45,22 +54,26 @@ def _ladder(args: argparse.Namespace) -> int:
 
     import logging
 
-    from flows.experiment import run_ladder
+    from flows.experiment import plan_ladder, run_ladder
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per Prefect API call buries progress
     from swe_rlvr.config import load_config
+    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+    print(plan_ladder(args.config, args.overrides, seeds=args.seeds, arms=arms,
+                      base_rate=args.base_rate))
+    if args.plan:
+        return 0
     model = load_config(args.config, args.overrides).engine.model
     if model == SMOLLM2_DIR and not (Path(model) / "config.json").exists():
         from agent.models import convert_smollm2
         print(f"building {model} (SmolLM2-135M-Instruct, once)")
         convert_smollm2(model)
-    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     try:
         only = [int(s) for s in args.only_seeds.split(",") if s.strip()]
     except ValueError:
         raise SystemExit(f"--only-seeds takes a comma list of seed numbers, e.g. 1,2 "
                          f"(got {args.only_seeds!r})") from None
     report = run_ladder(args.config, args.overrides, seeds=args.seeds, arms=arms, out=args.out,
-                        only_seeds=only)
+                        only_seeds=only, base_rate=args.base_rate)
     print(Path(report).read_text())
     print(f"report: {report}")
     return 0

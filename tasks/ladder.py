@@ -9,6 +9,8 @@ Pure functions of plain values and rows (no Prefect, no MLflow), tested on hand-
   "n=1", never as a zero-width interval.
 - Critical values come from a table for 1-30 degrees of freedom (the usual 3-decimal values) and
   the Cornish-Fisher expansion beyond, whose error there is below 0.001. No scipy dependency.
+- The intervals over instances (paired bootstrap) and the design's minimum detectable difference
+  are `tasks.ladder_stats`.
 """
 
 from __future__ import annotations

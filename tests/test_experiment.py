@@ -1,10 +1,12 @@
-"""The experiment ladder: its confidence-interval math, its split guard, and the whole ladder at toy
-size (the tiny random model, 1 seed, 1 RL iteration, 2 train and 2 test instances, G=2) under a
-real Prefect API and a real MLflow store.
+"""The experiment ladder: its confidence-interval math, its split guard, its design (`--plan`), and
+the whole ladder at toy size (the tiny random model, 1 seed, 1 RL iteration, 2 train and 2 test
+instances, G=2) under a real Prefect API and a real MLflow store. The instance intervals and
+the report's readers have their own tests (`tests/test_ladder_stats.py`).
 
 The random tiny model solves nothing, so the toy ladder checks the plumbing, not learning: every
-arm runs its flow, the warm-up trains on train-split expert episodes only, the report, the plot
-and the MLflow parent -> arm -> seed runs exist with their metrics, and a rerun skips every arm.
+arm runs its flow, the warm-up trains on train-split expert episodes only, the report, the plots
+and the MLflow parent -> arm -> seed runs exist with their metrics, each result holds its
+per-instance tally and training curve, and a rerun skips every arm.
 """
 
 from __future__ import annotations
@@ -131,6 +133,23 @@ def test_ladder_refuses_to_evaluate_on_the_training_split():
         check_ladder(load_config(None, ["orchestration.expert_style=teacher"]))
 
 
+def test_plan_states_the_design_and_its_mdd_without_running_anything(tmp_path, capsys):
+    """`--plan` counts the evaluation's instances with the instances task's own selection (here
+    the 2 test ids of TOY's instances.ids) and prints the MDD, and nothing is written."""
+    from swe_rlvr.cli import main
+    out = tmp_path / "ladder"
+    assert main(["experiment", "ladder", "--plan", "--seeds", "3", "--arms", "rft",
+                 "--out", str(out), *TOY]) == 0
+    printed = capsys.readouterr().out
+    assert "- arms: warmup, rft; seeds: 0, 1, 2" in printed
+    assert "2 `test` instances x 1 run(s) = 2 graded episodes per arm per seed (6 per arm" in printed
+    # n=2, r=1, S=3, p=0.1: 2.801585 * sqrt(0.18 / 6) = 2.801585 * 0.173205 = 0.48525
+    assert "between two arms: 0.485 (" in printed and "base rate 0.1;" in printed
+    assert not out.exists()
+    from flows.experiment import plan_ladder
+    assert "base rate 0.5;" in plan_ladder("configs/ladder.yaml", TOY, seeds=1, base_rate=0.5)
+
+
 def test_only_seeds_outside_the_seeds_is_refused_before_anything_runs(tmp_path):
     from flows.experiment import run_ladder
     with pytest.raises(ConfigError, match=r"--only-seeds 2 is not among the seeds 0\.\.1"):
@@ -204,6 +223,30 @@ def test_report_has_a_row_per_arm_and_the_plot_is_a_png(ladder):
     assert not (out / "dapo-seed0" / "iter_0" / "eval_rollouts.parquet").exists()  # step 0: rft's
     assert (out / "dapo-seed0" / "iter_1" / "eval_rollouts.parquet").exists()
     assert (out / "ladder.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for section in ("## Paired comparisons", "## What the intervals support", "## Training curves",
+                    "## Guided recovery (dapo_guided)", "## Cost per arm",
+                    "- minimum detectable difference in pass@1 between two arms: "):
+        assert section in text, section
+    # nothing solved anywhere: every paired difference is 0 on both test instances
+    assert "| dapo − warmup | pooled | 2 | 1/1 | 0.000 | 0.000 | +0.000 | [0.000, 0.000] | no |" in text
+    assert "dapo − warmup = +0.000" in text and "no measured difference" in text
+
+
+def test_each_result_holds_its_instance_tally_and_training_curve(ladder):
+    import json
+    out, _, _ = ladder
+    test_ids = {"swe-rlvr__iniconf-3", "swe-rlvr__iniconf-m019"}
+    results = {arm: json.loads((out / "results" / arm / "seed0.json").read_text()) for arm in ARMS}
+    for arm, row in results.items():
+        assert row["instances"] == {i: [0, 1] for i in test_ids}, arm   # 1 run, none resolved
+    assert results["base"]["training"] == {} and results["warmup"]["training"] == {}
+    for arm in ("rft", "dapo", "dapo_guided"):           # RFT's sampling, DAPO's iteration 0
+        (only,) = results[arm]["training"].values()
+        assert list(results[arm]["training"]) == ["0"], arm
+        assert only["train_samples"] == 4 and only["groups"] == 2, arm   # 2 instances x G=2
+    guided = results["dapo_guided"]["training"]["0"]
+    assert guided["guided_instances"] == 2 and guided["guided_recovered"] == 0
 
 
 def test_warm_up_and_rl_train_on_their_own_parts_of_the_train_split(ladder):
