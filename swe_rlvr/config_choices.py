@@ -18,8 +18,10 @@ Preset = Literal["", "nebius", "agent-rlvr"]
 
 InstanceFormat = Literal["auto", "swe-bench", "swe-gym", "swe-rebench", "swe-smith", "internal"]
 """Instance file loaders (`swe_rlvr.loaders`); auto tells them apart by their columns."""
-Tier = Literal["easy", "medium", "hard"]
-"""Difficulty tiers of an instance (`Instance.difficulty`, "" when it has none)."""
+Tier = Literal["easy", "medium", "hard", "generated"]
+"""Difficulty tiers of an instance (`Instance.difficulty`, "" when it has none). `generated` is the
+built-in suite's grown set of one-line mutants (`swe_rlvr.builtin.mutations`): as easy as `easy`
+in shape, kept apart so that a selection of [easy] stays what it was."""
 
 SandboxBackend = Literal["local", "docker"]
 """`sandbox.BACKENDS`."""

@@ -21,7 +21,7 @@ SPLITS = ("", "train", "test", "dev")
 ALL = "all"
 """The split name that selects every instance of a file, whatever split its records carry (plain
 SWE-bench, SWE-Gym and SWE-rebench files carry none)."""
-DIFFICULTIES = ("", "easy", "medium", "hard")
+DIFFICULTIES = ("", "easy", "medium", "hard", "generated")
 DEFAULT_TEST_CMD = "python -m pytest -rA -p no:cacheprovider"
 MAX_NAME_BYTES = 120
 """The longest name (UTF-8 bytes) of a file or directory this project names after an id: two names

@@ -3,7 +3,7 @@
 Pure parts (the candidate enumeration, the one-line edit, the per-function choice, the split and
 the bug-report template) are checked on tiny inputs with the expected values worked out below.
 The shipped records are checked against the enumeration without running tests, and a sample of
-them, one per project and split, the way the grader will use them: materialise the repository,
+them, one per project, tier and split, the way the grader will use them: materialise the repository,
 check out the base commit, run the failing tests' files, apply the gold patch, run them again.
 """
 
@@ -17,13 +17,16 @@ from pathlib import Path
 import pytest
 
 from swe_rlvr.builtin import load_builtin, materialize, store
-from swe_rlvr.builtin.mutations import (MAX_PER_FUNCTION, Mutation, candidates, greppable,
-                                        project_candidates, split_of, spread)
+from swe_rlvr.builtin.mutations import (EASY, FIRST_PROJECTS, GENERATED, HOLDOUT_PROJECTS,
+                                        Mutation, candidates, greppable, project_candidates,
+                                        split_of, spread, tiers_of)
+from swe_rlvr.builtin.operators import GROWN, OPERATORS
 from swe_rlvr.builtin.outcomes import passed, run_pytest
 from swe_rlvr.builtin.reports import failure_excerpt, statement
 from swe_rlvr.builtin.repository import git
 
-GENERATED = load_builtin(kind="mutation")
+GENERATED_INSTANCES = load_builtin(kind="mutation")
+TIERS = {tier.name: tier for tier in (EASY, GENERATED)}
 
 SOURCE = '''\
 LIMIT = 3
@@ -89,6 +92,74 @@ def test_apply_refuses_a_changed_source():
         m.apply(SOURCE.replace("if not flag", "if flag"))
 
 
+GROWN_SOURCE = '''\
+def pick(xs, n):
+    if len(xs) > n:
+        return max(xs[:n])
+    for x in xs:
+        if x is None:
+            break
+    return divmod(n, 2)
+
+
+def same(a):
+    return pow(a, a), round(a, ndigits=2), a[1:2]
+
+
+def count(a):
+    return range(len(a))
+'''
+
+
+def test_grown_operators_of_a_tiny_module():
+    """Columns counted by hand:
+    line 2 `    if len(xs) > n:`        `>` at 15..16 -> `<` (flip); `len(xs)` has one argument.
+    line 3 `        return max(xs[:n])`  `max` at 15..18 -> `min` (twin); the slice `:n` at 22..24
+                                         -> `n:` (slice); its bound `n` at 23..24 -> `n + 1`
+                                         and `n - 1` (bound; `+` sorts before `-`).
+    line 6 `            break`           at 12..17 -> `continue` (loop).
+    line 7 `    return divmod(n, 2)`     `n, 2` at 18..22 -> `2, n` (swap).
+    line 15 `    return range(len(a))`   the stop `len(a)` at 17..23 -> `len(a) + 1`, `len(a) - 1`.
+    Not mutated by these operators: `is` (only the first generation's `cmp` swaps it),
+    `pow(a, a)` (swapping equal arguments changes nothing), `round(a, ndigits=2)` (a keyword),
+    `a[1:2]` (a two-sided slice with literal bounds, which `const` moves).
+    """
+    found = [(m.line, m.col, m.end_col, m.old, m.new, m.operator)
+             for m in candidates(GROWN_SOURCE, "pkg/mod.py", GROWN)]
+    assert found == [
+        (2, 15, 16, ">", "<", "flip"),
+        (3, 15, 18, "max", "min", "twin"),
+        (3, 22, 24, ":n", "n:", "slice"),
+        (3, 23, 24, "n", "n + 1", "bound"),
+        (3, 23, 24, "n", "n - 1", "bound"),
+        (6, 12, 17, "break", "continue", "loop"),
+        (7, 18, 22, "n, 2", "2, n", "swap"),
+        (15, 17, 23, "len(a)", "len(a) + 1", "bound"),
+        (15, 17, 23, "len(a)", "len(a) - 1", "bound"),
+    ]
+    mutated = [m.apply(GROWN_SOURCE).splitlines()[m.line - 1]
+               for m in candidates(GROWN_SOURCE, "pkg/mod.py", GROWN)]
+    assert mutated == ["    if len(xs) < n:", "        return min(xs[:n])",
+                       "        return max(xs[n:])", "        return max(xs[:n + 1])",
+                       "        return max(xs[:n - 1])", "            continue",
+                       "    return divmod(2, n)", "    return range(len(a) + 1)",
+                       "    return range(len(a) - 1)"]
+    for m in candidates(GROWN_SOURCE, "pkg/mod.py", GROWN):
+        ast.parse(m.apply(GROWN_SOURCE))
+
+
+def test_every_operator_is_named_once_and_the_first_generation_is_unchanged():
+    assert set(OPERATORS) == set(EASY.operators) | set(GROWN) == set(GENERATED.operators)
+    assert EASY.operators == ("cmp", "arith", "bool", "const", "not")
+    assert candidates(SOURCE, "pkg/mod.py") == candidates(SOURCE, "pkg/mod.py", EASY.operators)
+
+
+def test_first_projects_have_both_tiers_and_the_others_only_generated():
+    assert tiers_of("ledger") == (EASY, GENERATED)
+    assert tiers_of("statkit") == tiers_of("datekit") == (GENERATED,)
+    assert set(FIRST_PROJECTS) == {"iniconf", "ledger", "semverkit", "texttable"}
+
+
 def test_greppable_drops_repeated_names_and_bugs_far_below_the_def():
     # `size` is defined twice, so `grep "def size"` is ambiguous; `far`'s `==` sits on line 31,
     # 27 lines below its `def` on line 4 (more than 25); `near`'s `==` is 25 lines below: kept.
@@ -116,38 +187,56 @@ def test_spread_keeps_first_and_last_per_function():
                                                              ("a", 7), ("a", 9)]
 
 
+def test_spread_with_fewer_than_k():
+    def mut(line: int) -> Mutation:
+        return Mutation("f.py", line, 0, 1, "1", "2", "const", "a", "a", 1)
+    three = [mut(n) for n in (3, 5, 7)]
+    # the easy tier's rule, k=4, n=3: indices round(0)=0, round(2/3)=1, round(4/3)=1 -> lines 3, 5
+    assert [m.line for m in spread(three, k=4)] == [3, 5]
+    # the generated tier keeps all of a function's mutants when they are no more than k
+    assert [m.line for m in spread(three, k=6, whole_when_fewer=True)] == [3, 5, 7]
+    assert [m.line for m in spread(three, k=2, whole_when_fewer=True)] == [3, 7]
+
+
 def test_split_is_a_stable_hash_of_the_function():
     # sha256("iniconf/iniconf/values.py/to_bool") = 0ceec06e...2ed855c; the digest mod 4 is its
     # last hex digit mod 4 (16 is a multiple of 4): 0xc = 12 -> 0 -> test.
     assert split_of("iniconf", "iniconf/values.py", "to_bool") == "test"
     # sha256("semverkit/semverkit/ranges.py/satisfies") ends in ...277b2a: 0xa = 10 -> 2 -> train.
     assert split_of("semverkit", "semverkit/ranges.py", "satisfies") == "train"
+    # a held-out project is test whatever the hash says
+    assert HOLDOUT_PROJECTS == ("datekit",)
+    assert split_of("datekit", "datekit/calendar.py", "is_leap") == "test"
 
 
 def test_generated_split_is_by_function():
     splits = defaultdict(set)
-    for inst in GENERATED:
+    for inst in GENERATED_INSTANCES:
         meta = inst.meta()
         key = (meta["project"], meta["file"], meta["function"])
         splits[key].add(inst.split)
         assert inst.split == split_of(*key), inst.instance_id
     assert all(len(s) == 1 for s in splits.values())
-    test_share = sum(s == {"test"} for s in splits.values()) / len(splits)
-    assert 0.1 <= test_share <= 0.4, test_share  # a quarter of the buckets; a few dozen functions
+    hashed = [s for (project, _, _), s in splits.items() if project not in HOLDOUT_PROJECTS]
+    test_share = sum(s == {"test"} for s in hashed) / len(hashed)
+    assert 0.1 <= test_share <= 0.4, test_share  # a quarter of the buckets; ~200 functions
 
 
 def test_generated_records_match_the_enumeration():
-    """Without running tests: each record's bug is an enumerated candidate, its gold patch
-    swaps exactly that line back, and at most MAX_PER_FUNCTION (4) come from one function."""
+    """Without running tests: each record's bug is an enumerated candidate of its tier's
+    operators, its gold patch swaps exactly that line back, no two records share a bug, and at
+    most the tier's max_per_function (easy 4, generated 6) come from one function."""
     by_key = {}
-    for project in sorted({i.meta()["project"] for i in GENERATED}):
-        for m in project_candidates(store.PROJECTS_DIR / project):
+    for project in sorted({i.meta()["project"] for i in GENERATED_INSTANCES}):
+        for m in project_candidates(store.PROJECTS_DIR / project, tuple(OPERATORS)):
             by_key.setdefault((project, m.file, m.line, m.operator), []).append(m)
     per_function = defaultdict(int)
-    for inst in GENERATED:
+    for inst in GENERATED_INSTANCES:
         meta = inst.meta()
-        assert meta["kind"] == "mutation" and inst.difficulty == "easy" and inst.test_patch == ""
-        assert re.fullmatch(rf"swe-rlvr__{meta['project']}-m\d{{3}}", inst.instance_id)
+        tier = TIERS[inst.difficulty]
+        assert tier in tiers_of(meta["project"]) and meta["operator"] in tier.operators
+        assert meta["kind"] == "mutation" and inst.test_patch == ""
+        assert re.fullmatch(rf"swe-rlvr__{meta['project']}-{tier.prefix}\d{{3}}", inst.instance_id)
         clean = (store.PROJECTS_DIR / meta["project"] / meta["file"]).read_text()
         removed, added = _changed_lines(inst.patch)
         options = by_key[meta["project"], meta["file"], meta["line"], meta["operator"]]
@@ -155,8 +244,9 @@ def test_generated_records_match_the_enumeration():
                    meta["function"] for m in options), inst.instance_id
         assert clean.splitlines()[meta["line"] - 1] == added
         assert 1 <= len(inst.fail_to_pass) <= 8
-        per_function[meta["project"], meta["file"], meta["function"]] += 1
-    assert max(per_function.values()) <= MAX_PER_FUNCTION
+        per_function[tier.name, meta["project"], meta["file"], meta["function"]] += 1
+    assert all(n <= TIERS[key[0]].max_per_function for key, n in per_function.items())
+    assert len({i.patch for i in GENERATED_INSTANCES}) == len(GENERATED_INSTANCES)
 
 
 def _changed_lines(patch: str) -> tuple[str, str]:
@@ -168,10 +258,10 @@ def _changed_lines(patch: str) -> tuple[str, str]:
 
 
 def _sample():
-    """One generated instance per (project, split), the middle one of each."""
+    """One generated instance per (project, tier, split), the middle one of each."""
     groups = defaultdict(list)
-    for inst in GENERATED:
-        groups[inst.meta()["project"], inst.split].append(inst)
+    for inst in GENERATED_INSTANCES:
+        groups[inst.meta()["project"], inst.difficulty, inst.split].append(inst)
     return [groups[key][len(groups[key]) // 2] for key in sorted(groups)]
 
 
@@ -251,9 +341,17 @@ def test_excerpt_of_a_missing_test_says_how_to_get_one():
 
 
 def test_generated_statements_are_unique_and_quote_the_first_failure():
-    statements = [i.problem_statement for i in GENERATED]
+    statements = [i.problem_statement for i in GENERATED_INSTANCES]
     assert len(set(statements)) == len(statements)
-    for inst in GENERATED:
+    for inst in GENERATED_INSTANCES:
         meta = inst.meta()
         assert inst.problem_statement.startswith("`") and meta["file"] in inst.problem_statement
         assert inst.fail_to_pass[0] in inst.problem_statement
+
+
+def test_every_generated_train_instance_gets_a_three_turn_sed_script():
+    """The ladder's sed expert demonstrates train instances in 3 turns (read, substitute and
+    test, submit); the explore fallback would need more turns than the ladder gives."""
+    from agent.exploring import sed_script
+    train = [i for i in GENERATED_INSTANCES if i.split == "train"]
+    assert [i.instance_id for i in train if len(sed_script(i)) != 3] == []

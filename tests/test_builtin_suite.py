@@ -5,7 +5,8 @@ base commit in a fresh clone, apply the test patch, run pytest on the touched te
 FAIL_TO_PASS fails, PASS_TO_PASS passes), then apply the gold patch (everything listed passes).
 That runs on every hand-written instance and a sample of the generated ones (`builtin_sample`);
 the records themselves are checked for all. The tier balance is a property of the hand-written
-instances: the generated ones are all easy by design (tests/test_builtin_mutations.py).
+instances: the generated ones are one-line bugs by design, in the `easy` tier (the first four
+projects' first generation) or the `generated` tier (tests/test_builtin_mutations.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 from builtin_support import builtin_sample
 from swe_rlvr.builtin import load_builtin, materialize, store
 from swe_rlvr.builtin.build import build_instances, tier_of
+from swe_rlvr.builtin.mutations import FIRST_PROJECTS
 from swe_rlvr.builtin.mutants import generate_instances
 from swe_rlvr.builtin.outcomes import passed, run_pytest
 from swe_rlvr.builtin.repository import git
@@ -44,7 +46,8 @@ def test_counts_projects_and_splits():
     assert {i.split for i in HANDWRITTEN} == {"train", "test"}
     test_share = sum(i.split == "test" for i in HANDWRITTEN) / len(HANDWRITTEN)
     assert 0.25 <= test_share <= 0.4  # about a third
-    assert {i.repo for i in INSTANCES} == projects and {i.split for i in INSTANCES} == {"train", "test"}
+    assert projects == {f"swe-rlvr/{p}" for p in FIRST_PROJECTS} < {i.repo for i in INSTANCES}
+    assert {i.split for i in INSTANCES} == {"train", "test"}
     assert INSTANCES[:len(HANDWRITTEN)] == HANDWRITTEN       # hand-written first, then generated
     assert {i.meta()["kind"] for i in INSTANCES[len(HANDWRITTEN):]} <= {"mutation"}
 
@@ -54,7 +57,7 @@ def test_tiers_are_balanced_and_in_both_splits():
         assert sum(i.difficulty == tier for i in HANDWRITTEN) >= len(HANDWRITTEN) / 4
     for split in ("train", "test"):
         assert {i.difficulty for i in load_builtin(split, kind="handwritten")} == set(TIERS)
-        assert {i.difficulty for i in load_builtin(split)} == set(TIERS)
+        assert {i.difficulty for i in load_builtin(split)} == {*TIERS, "generated"}
 
 
 def test_test_split_is_not_easier_than_train():
@@ -68,7 +71,8 @@ def test_test_split_is_not_easier_than_train():
 def test_records_follow_the_builtin_conventions():
     for inst in INSTANCES:
         project = inst.repo.split("/")[1]
-        number = r"m\d{3}" if inst.meta()["kind"] == "mutation" else r"\d+"
+        number = {"easy": r"m\d{3}", "generated": r"g\d{3}"}[inst.difficulty] \
+            if inst.meta()["kind"] == "mutation" else r"\d+"
         assert re.fullmatch(rf"swe-rlvr__{project}-{number}", inst.instance_id)
         assert inst.meta()["project"] == project
         assert inst.source == "builtin" and inst.log_parser == "pytest"
@@ -84,7 +88,8 @@ def test_patches_split_source_from_tests_and_match_the_tier():
         assert inst.patch.startswith("diff --git a/")
         assert not any(f.startswith("tests/") for f in inst.fix_files()), inst.instance_id
         assert all(f.startswith("tests/") for f in inst.test_files()), inst.instance_id
-        assert tier_of(inst.patch) == inst.difficulty, inst.instance_id
+        shape = "easy" if inst.difficulty == "generated" else inst.difficulty   # one line
+        assert tier_of(inst.patch) == shape, inst.instance_id
 
 
 def test_problem_statements_do_not_contain_the_fix():

@@ -8,7 +8,7 @@ from typing import Any
 
 from swe_rlvr.formats import fields
 from swe_rlvr.formats.fields import BadField, describe
-from swe_rlvr.instances import SOURCES, SPLITS, EnvSpec, Instance
+from swe_rlvr.instances import DIFFICULTIES, SOURCES, SPLITS, EnvSpec, Instance
 
 _ROW_OPTIONAL = ("source", "split", "difficulty", "version", "environment_setup_commit",
                  "hints_text", "created_at", "image", "log_parser", "meta_json")
@@ -31,7 +31,7 @@ def from_internal(raw: dict) -> Instance:
                env=_env_from_row(raw.get("env")))
     _check_choice(row, "source", SOURCES)
     _check_choice(row, "split", SPLITS)
-    _check_choice(row, "difficulty", ("", "easy", "medium", "hard"))
+    _check_choice(row, "difficulty", DIFFICULTIES)
     return Instance(**row)
 
 
