@@ -13,8 +13,8 @@ is the work that was necessary, so the time to do it is a lower bound).
 
 Time also has a memory floor: a forward reads every weight once, and a decode step also reads
 the KV cache of every key it attends (`forward_bytes`). At a few rows per step that floor, not the
-arithmetic, bounds decoding on a CPU (about 8 FLOPs per byte read, where the matmul rate needs
-~100). `prefill_work` and `decode_work` count a generation's tokens and keys from its prompts; the
+arithmetic, bounds decoding on a CPU: 8 rows of bf16 do 8 FLOPs per weight byte read, while a
+CPU's matmul rate over its memory bandwidth is in the tens to hundreds. `prefill_work` and `decode_work` count a generation's tokens and keys from its prompts; the
 trainer counts a packed row's keys from its segments (`causal_keys`).
 """
 
