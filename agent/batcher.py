@@ -20,9 +20,10 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from agent.engines.base import Engine, Sample, SamplingParams
 
@@ -63,7 +64,7 @@ class Batcher:
         if end is not None:
             end(ids)
 
-    def __enter__(self) -> "Batcher":
+    def __enter__(self) -> Batcher:
         self._thread.start()
         return self
 

@@ -7,8 +7,9 @@
 Training modes (GuidanceConfig.mode): `keep` trains on the ids as they are; `strip` calls
 `trainer.episodes.strip_guidance`, which cuts the span out of ids, mask and log-probs. Because the
 block ends exactly where the first user message ends (before the end-of-turn token) and its edges
-are token edges, the stripped ids decode to the unguided prompt followed by the same turns. The sampler's log-probs of the
-policy's tokens were computed *with* the hint; under `strip` they are stale as importance weights, so
+are token edges, the stripped ids decode to the unguided prompt followed by the same turns. The
+sampler's log-probs of the policy's tokens were computed *with* the hint; under `strip` they are
+stale as importance weights, so
 the trainer should treat stripped episodes as off-policy (recompute old log-probs, or use them for SFT
 / RFT only). That choice belongs to the trainer.
 """

@@ -5,7 +5,7 @@ Agent-RLVR gives a failed instance three kinds of guidance and lets the agent tr
 - *environment feedback*: what went wrong in the previous attempt (errors, failing tests);
 - *environment interaction*: where to edit (file, function, lines). Here it is called `location`.
 
-Two sources produce them, picked by name:
+Two sources produce them, picked by name (`agent.recovery.make_source`):
 - `rules` (the default, no model): the location comes from the gold patch's hunks and the enclosing
   functions or classes of the base file (through the AST); the feedback from the failed episode's
   validation (failing tests, assertion messages, the last traceback frames, format errors, an empty
@@ -25,9 +25,9 @@ import ast
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
 
 from swe_rlvr.config import GuidanceConfig
 from swe_rlvr.instances import Instance
@@ -266,19 +266,3 @@ class RulesSource:
 def with_leakage(g: Guidance, instance: Instance) -> Guidance:
     return Guidance(g.instance_id, g.failed_episode_id, g.plan, g.feedback, g.location, g.source,
                     leakage(g.text(), instance.patch), g.parts)
-
-
-def make_source(cfg: GuidanceConfig, read_base: ReadBase, cache_dir: Path | None = None) -> GuidanceSource:
-    """The guidance source named by `cfg.source`."""
-    bad = [p for p in cfg.parts if p not in PARTS]
-    if bad:
-        raise ValueError(f"Unknown guidance part(s) {bad} in guidance.parts; choose from {PARTS}.")
-    if cfg.source == "rules":
-        return RulesSource(read_base, cfg)
-    if cfg.source == "teacher":
-        if not cfg.teacher_base_url or not cfg.teacher_model:
-            raise ValueError("guidance.source=teacher needs guidance.teacher_base_url and "
-                             "guidance.teacher_model (an OpenAI-compatible server).")
-        from agent.teacher import TeacherSource
-        return TeacherSource(read_base, cfg, cache_dir)
-    raise ValueError(f"Unknown guidance source {cfg.source!r}; choose one of: rules, teacher.")

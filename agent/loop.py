@@ -59,7 +59,7 @@ def truncate(text: str, limit: int) -> str:
 class Episode:
     """One attempt at one instance in one sandbox."""
 
-    def __init__(self, instance: Instance, sandbox: "Sandbox", engine: "Engine", cfg: AgentConfig,
+    def __init__(self, instance: Instance, sandbox: Sandbox, engine: Engine, cfg: AgentConfig,
                  guidance: str = "", temperature: float = 1.0):
         self.instance, self.sandbox, self.engine, self.cfg = instance, sandbox, engine, cfg
         self.guidance, self.temperature = guidance, temperature
@@ -165,7 +165,7 @@ class Episode:
         self.traj.exec_s += time.monotonic() - began
 
 
-def run_episode(instance: Instance, sandbox: "Sandbox", engine: "Engine", cfg: AgentConfig,
+def run_episode(instance: Instance, sandbox: Sandbox, engine: Engine, cfg: AgentConfig,
                 guidance: str = "", temperature: float = 1.0) -> Trajectory:
     """Run one episode to its end and return its trajectory."""
     return Episode(instance, sandbox, engine, cfg, guidance, temperature).run()

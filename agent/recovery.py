@@ -1,4 +1,4 @@
-"""Guided recovery (Agent-RLVR): which instances get guidance, and from which failure.
+"""Guided recovery (Agent-RLVR): which instances get guidance, from which failure and which source.
 
 Functions take `swe_rlvr.artifacts.EpisodeOutcome`s (rollout rows joined with their grades), so
 they are pure and can be tested on hand-made rows. The pairs that train the policy with DPO are
@@ -14,11 +14,12 @@ failure the teacher sees.
 from __future__ import annotations
 
 from collections import defaultdict
+from pathlib import Path
 from typing import get_args
 
-from agent.guidance_sources import Failure, Guidance, GuidanceSource
+from agent.guidance_sources import PARTS, Failure, Guidance, GuidanceSource, ReadBase, RulesSource
 from swe_rlvr.artifacts import EpisodeOutcome
-from swe_rlvr.config import GuidanceTrigger
+from swe_rlvr.config import GuidanceConfig, GuidanceTrigger
 from swe_rlvr.instances import Instance
 
 TRIGGERS = get_args(GuidanceTrigger)
@@ -60,3 +61,20 @@ def write_guidance(instances: dict[str, Instance], failures: dict[str, Failure],
                    source: GuidanceSource) -> list[Guidance]:
     """One guidance per failed instance, in instance-id order."""
     return [source.make(instances[iid], failures[iid]) for iid in sorted(failures)]
+
+
+def make_source(cfg: GuidanceConfig, read_base: ReadBase, cache_dir: Path | None = None) -> GuidanceSource:
+    """The guidance source named by `cfg.source` (`agent.guidance_sources`' rules, or
+    `agent.teacher`, imported only when asked for)."""
+    bad = [p for p in cfg.parts if p not in PARTS]
+    if bad:
+        raise ValueError(f"Unknown guidance part(s) {bad} in guidance.parts; choose from {PARTS}.")
+    if cfg.source == "rules":
+        return RulesSource(read_base, cfg)
+    if cfg.source == "teacher":
+        if not cfg.teacher_base_url or not cfg.teacher_model:
+            raise ValueError("guidance.source=teacher needs guidance.teacher_base_url and "
+                             "guidance.teacher_model (an OpenAI-compatible server).")
+        from agent.teacher import TeacherSource
+        return TeacherSource(read_base, cfg, cache_dir)
+    raise ValueError(f"Unknown guidance source {cfg.source!r}; choose one of: rules, teacher.")

@@ -31,19 +31,20 @@ def run_rollouts(instances: list[Instance], engine: Engine, agent_cfg: AgentConf
                  sandbox_cfg: SandboxConfig, repo_store: str | Path, group_size: int, iteration: int,
                  guidance: dict[str, str] | None = None, workers: int = 4, seed: int = 0,
                  max_batch: int = 16, temperature: float = 1.0, out: str | Path | None = None,
-                 progress: bool = True, label: str = "rollouts") -> list[Trajectory]:
+                 progress: bool = True, label: str = "rollouts", max_wait_s: float = 0.02) -> list[Trajectory]:
     """Run `group_size` episodes of each instance; trajectories come back in (instance, sample) order.
 
     `guidance` maps instance ids to hint text: those episodes are guided (agent.guidance).
     `max_batch` should be `EngineConfig.max_batch`; `temperature` `EngineConfig.temperature`;
-    `label` names the progress bar (stages that run side by side each have their own).
+    `label` names the progress bar (stages that run side by side each have their own);
+    `max_wait_s` is the Batcher's longest wait for live episodes still busy in their sandboxes.
     """
     guidance = guidance or {}
     jobs = [(inst, s) for inst in instances for s in range(group_size)]
     done: list[Trajectory | None] = [None] * len(jobs)
     bar = tqdm(total=len(jobs), desc=f"{label} i{iteration}", disable=not progress)
     try:
-        with Batcher(engine, max_batch, seed=seed) as batcher, ThreadPoolExecutor(max(1, workers)) as pool:
+        with Batcher(engine, max_batch, max_wait_s, seed=seed) as batcher, ThreadPoolExecutor(max(1, workers)) as pool:
             def one(k: int) -> None:
                 inst, sample = jobs[k]
                 done[k] = run_one(inst, batcher, agent_cfg, sandbox_cfg, repo_store,

@@ -128,10 +128,10 @@ class _ReplyEngine:
         """Replies already in the prompt (each user message ends with the generation prompt)."""
         return max(0, prompt.count(self.chat.user_suffix) - 1)
 
-    def reply(self, prompt: str) -> "str | list[int]":
+    def reply(self, prompt: str) -> str | list[int]:
         raise NotImplementedError
 
-    def _sample(self, reply: "str | list[int]", params: SamplingParams) -> Sample:
+    def _sample(self, reply: str | list[int], params: SamplingParams) -> Sample:
         ids = (list(reply) if isinstance(reply, list) else self.chat.encode(reply)) + [self.chat.eot_id]
         finish = "stop" if len(ids) <= params.max_new_tokens else "length"
         ids = ids[:params.max_new_tokens]
@@ -186,12 +186,12 @@ class ScriptedPolicy(_ReplyEngine):
 class ReplayPolicy(_ReplyEngine):
     """Answers turn k with `replies[k]` (text, or raw ids for junk), then with `final` forever."""
 
-    def __init__(self, tokenizer, replies: list["str | list[int]"], final: str = "```\nsubmit\n```",
+    def __init__(self, tokenizer, replies: list[str | list[int]], final: str = "```\nsubmit\n```",
                  policy_version: int = 0):
         super().__init__(tokenizer, policy_version)
         self.replies, self.final = list(replies), final
 
-    def reply(self, prompt: str) -> "str | list[int]":
+    def reply(self, prompt: str) -> str | list[int]:
         turn = self.turn(prompt)
         return self.replies[turn] if turn < len(self.replies) else self.final
 

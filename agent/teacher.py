@@ -20,8 +20,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.guidance_sources import (PARTS, Failure, Guidance, ReadBase, RulesSource,
-                                    with_leakage)
+from agent.guidance_sources import PARTS, Failure, Guidance, ReadBase, RulesSource, with_leakage
 from swe_rlvr.config import GuidanceConfig
 from swe_rlvr.instances import Instance
 
@@ -112,7 +111,10 @@ class TeacherSource:
         """The teacher's answer; TimeoutError when the whole exchange outlasts
         `teacher_timeout_s` (urllib's own timeout bounds each socket wait, not the request: a
         server that trickles its answer would never time out)."""
-        url = self.cfg.teacher_base_url.rstrip("/") + "/chat/completions"
+        base = self.cfg.teacher_base_url
+        if not base:  # `make` falls back to the rules source, with this reason
+            raise ValueError("guidance.teacher_base_url is not set")
+        url = base.rstrip("/") + "/chat/completions"
         body = {"model": self.cfg.teacher_model, "temperature": 0.0, "max_tokens": 800,
                 "messages": [{"role": "user", "content": prompt}]}
         request = urllib.request.Request(url, json.dumps(body).encode(),

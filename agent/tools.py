@@ -53,7 +53,7 @@ _SIMPLE = re.compile(r"^[\w./+-]+(?:[ \t]+[^;&|`$()<>\n]*)?$")
 MAX_MATCHES = 50
 
 
-def render_result(result: "ExecResult") -> str:
+def render_result(result: ExecResult) -> str:
     """A shell result as an observation: its output, then notes and the exit code."""
     text = result.output if result.output.strip() else "(no output)"
     notes = []
@@ -70,7 +70,7 @@ class BashTools:
 
     specs = BASH_TOOLS
 
-    def __init__(self, sandbox: "Sandbox", cfg: AgentConfig):
+    def __init__(self, sandbox: Sandbox, cfg: AgentConfig):
         self.sandbox, self.cfg = sandbox, cfg
 
     def run(self, action: Action) -> str:
@@ -93,7 +93,7 @@ class _File:
     newline_at_end: bool
 
     @classmethod
-    def parse(cls, path: str, text: str) -> "_File":
+    def parse(cls, path: str, text: str) -> _File:
         ends = text.endswith("\n") or not text
         lines = text.split("\n")
         return cls(path, lines[:-1] if ends else lines, ends)
@@ -107,7 +107,7 @@ class SweAgentTools(BashTools):
 
     specs = SWE_AGENT_TOOLS
 
-    def __init__(self, sandbox: "Sandbox", cfg: AgentConfig):
+    def __init__(self, sandbox: Sandbox, cfg: AgentConfig):
         super().__init__(sandbox, cfg)
         self.path, self.top = "", 1
 
@@ -137,7 +137,7 @@ class SweAgentTools(BashTools):
     def tool_scroll_up(self, bodies: tuple[str, ...] = ()) -> str:
         return self._show(self._open_file(), self.top - self.cfg.window, center=False)
 
-    def _show(self, file: "_File | str", line: int, center: bool = True) -> str:
+    def _show(self, file: _File | str, line: int, center: bool = True) -> str:
         if isinstance(file, str):
             return file
         n, size = len(file.lines), self.cfg.window
@@ -203,7 +203,7 @@ class SweAgentTools(BashTools):
 
     # -- file access -----------------------------------------------------------------------
 
-    def _read(self, path: str) -> "_File | str":
+    def _read(self, path: str) -> _File | str:
         """The file, or an error observation when it cannot be read."""
         try:
             return _File.parse(path, self.sandbox.read_file(path))
@@ -212,7 +212,7 @@ class SweAgentTools(BashTools):
         except UnicodeDecodeError:
             return f"{path} is not a UTF-8 text file; inspect it with shell commands instead."
 
-    def _open_file(self) -> "_File | str":
+    def _open_file(self) -> _File | str:
         if not self.path:
             return "No file is open. Use `open FILE` first."
         return self._read(self.path)
@@ -237,7 +237,7 @@ def _edit_range(span: str, n: int) -> tuple[int, int]:
 SCAFFOLDS = {"swe-agent": SweAgentTools, "bash": BashTools}
 
 
-def make_tools(sandbox: "Sandbox", cfg: AgentConfig) -> BashTools:
+def make_tools(sandbox: Sandbox, cfg: AgentConfig) -> BashTools:
     """The scaffold's tool set bound to one sandbox (fresh viewer state per episode)."""
     if cfg.scaffold not in SCAFFOLDS:
         raise ValueError(f"Unknown scaffold {cfg.scaffold!r}; choose one of: {', '.join(SCAFFOLDS)}.")

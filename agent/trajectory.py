@@ -92,7 +92,7 @@ class Trajectory:
         }
 
     @classmethod
-    def from_row(cls, row: dict) -> "Trajectory":
+    def from_row(cls, row: dict) -> Trajectory:
         """Inverse of `to_row` (turn_starts are not stored and come back empty)."""
         keep = {k: row[k] for k in ("instance_id", "guided", "policy_version", "iteration", "sample",
                                     "guidance_start",

@@ -53,8 +53,8 @@ GENERATION = ("prefill", "decode", "generate")   # hf engine; a server engine
 TRAINING = ("forward_backward",)
 KV_CACHED = ("decode",)       # one-token forwards whose every attended key is read from the cache
 FORWARD_ONLY = ("old_logprobs",)
-SPAN_ORDER = ("model_load", "server_start", "prefill", "decode", "generate", "old_logprobs", "forward_backward", "optimizer",
-              "checkpoint")
+SPAN_ORDER = ("model_load", "server_start", "prefill", "decode", "generate", "old_logprobs", "forward_backward",
+              "optimizer", "checkpoint")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -199,9 +199,8 @@ def covered_s(manifests: dict) -> float:
 def precision_rates(cfg, shape) -> tuple[dict, object]:
     """The matmul rate of fp32 and of each precision the run computes in, and span -> the rate
     of its precision: generation in the engine's weights' dtype, training in the trainer's
-    (`trainer.loops.compute_dtype`)."""
-    from agent.engines import sampling_dtype
-    from trainer.loops import compute_dtype
+    (`swe_rlvr.precision`)."""
+    from swe_rlvr.precision import compute_dtype, sampling_dtype
     sampling = sampling_dtype(cfg.engine) or "float32"
     training = compute_dtype(cfg.trainer)
     rates = {dtype: matmul_rate(shape, dtype=dtype) for dtype in {"float32", sampling, training}}
@@ -319,11 +318,11 @@ def main(argv=None) -> None:
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     import flows  # noqa: F401 - sets the ephemeral API's start-up timeout before Prefect loads
-    from agent.engines import sampling_dtype
     from flows.iteration import evaluate_policy, rl_iteration
     from swe_rlvr import spans
     from swe_rlvr.config import load_config
     from swe_rlvr.memory import DTYPE_BYTES, model_dims
+    from swe_rlvr.precision import sampling_dtype
     from tasks import store
 
     cfg = load_config(args.config, [f"orchestration.run_root={tmp / 'runs'}",

@@ -92,7 +92,7 @@ def main() -> None:
     d, p = statistics.median(times["direct"]), statistics.median(times["prefect"])
     for name in ("direct", "prefect"):
         print(f"{name:7} per iteration: {statistics.median(times[name]):6.2f} s "
-              f"{['%.2f' % t for t in times[name]]}; outside the stages: "
+              f"{[f'{t:.2f}' for t in times[name]]}; outside the stages: "
               f"{statistics.median(extra[name]):.2f} s")
     print(f"prefect / direct: {p / d:.3f}x (target <= 1.1x); Prefect's own cost per iteration: "
           f"{statistics.median(extra['prefect']) - statistics.median(extra['direct']):+.2f} s")

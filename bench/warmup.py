@@ -108,6 +108,7 @@ def evaluate(model_dir, splits: dict, cfg, store, seed: int, stage: str, log_row
 
 def warm_up(model_dir, train, cfg, store, args, seed: int, out: Path):
     """Expert trajectories of the train split -> SFT; returns (checkpoint, minutes, metrics)."""
+    from agent.engines.served import release_all
     from agent.expert import expert_trajectories
     from trainer.episodes import expert_episodes
     from trainer.loops import run_rft
@@ -124,6 +125,7 @@ def warm_up(model_dir, train, cfg, store, args, seed: int, out: Path):
                             rft_epochs=args.sft_epochs if args.sft_epochs is not None
                             else cfg.trainer.rft_epochs)
     collect_min = (time.monotonic() - began) / 60
+    release_all()   # an inference server of the evaluation gives its memory to the trainer
     result = run_rft(Path(model_dir), episodes, dataclasses.replace(cfg, trainer=t), out / "sft",
                      on_step=lambda k: print(f"  sft step {k} at {(time.monotonic() - began) / 60:.1f} min",
                                              flush=True))
@@ -137,6 +139,7 @@ def warm_up(model_dir, train, cfg, store, args, seed: int, out: Path):
 
 def rft_pass(model_dir, train_run, cfg, seed: int, out: Path):
     """Nebius RFT on the warmed-up model's own resolved train episodes (at trainer.rft_lr)."""
+    from agent.engines.served import release_all
     from trainer.episodes import episodes_from_rows
     from trainer.loops import run_rft
 
@@ -149,6 +152,7 @@ def rft_pass(model_dir, train_run, cfg, seed: int, out: Path):
     chosen = sum(e.resolved for e in episodes)
     began = time.monotonic()
     t = dataclasses.replace(cfg.trainer, seed=seed, rft_epochs=1)
+    release_all()   # as in warm_up
     result = run_rft(Path(model_dir), episodes, dataclasses.replace(cfg, trainer=t), out / "rft")
     print(f"  rft: {chosen} resolved of {len(episodes)} train episodes, "
           f"{(time.monotonic() - began) / 60:.1f} min", flush=True)

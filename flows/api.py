@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from flows.preflight import preflight
 from flows.runs import RunResult
@@ -83,8 +84,9 @@ def rft(config: str | Path | None = None, overrides: Sequence[str] = ()) -> RunR
     return _run(rft_flow, run_dir, config=config, overrides=overrides)
 
 
-def evaluate(config: str | Path | None = None, overrides: Sequence[str] = (), model: str = "",
-             split: str | None = None, verifier: str = "") -> RunResult:
+def evaluate(config: str | Path | None = None, overrides: Sequence[str] = (),
+             model: str | None = None, split: str | None = None,
+             verifier: str | Path | None = None) -> RunResult:
     """pass@1 ± SEM and pass@k of `model` (default engine.model) on `split` (default eval.split;
     "all" for every instance); best@k too with a trained `verifier` directory and
     eval.best_of_k > 0."""
@@ -96,7 +98,7 @@ def evaluate(config: str | Path | None = None, overrides: Sequence[str] = (), mo
     if verifier:
         _check_verifier(verifier, load_config(config, overrides))
     return _run(evaluate_flow, run_dir, config=config, overrides=overrides,
-                verifier=str(verifier))
+                verifier=str(verifier) if verifier else None)
 
 
 def _run(flow: Callable[..., RunResult], run_dir: str, **parameters: Any) -> RunResult:
@@ -148,8 +150,13 @@ def _failed_task_runs(flow_run_id: Any) -> list:
     it, the earliest first."""
     from prefect import get_client
     from prefect.client.schemas.filters import (
-        FlowRunFilter, FlowRunFilterId, FlowRunFilterParentFlowRunId, TaskRunFilter,
-        TaskRunFilterState, TaskRunFilterStateType, TaskRunFilterSubFlowRuns,
+        FlowRunFilter,
+        FlowRunFilterId,
+        FlowRunFilterParentFlowRunId,
+        TaskRunFilter,
+        TaskRunFilterState,
+        TaskRunFilterStateType,
+        TaskRunFilterSubFlowRuns,
     )
     from prefect.client.schemas.objects import StateType
     from prefect.client.schemas.sorting import TaskRunSort

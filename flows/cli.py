@@ -30,10 +30,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                                 ("evaluate", _evaluate, "pass@1 ± SEM and pass@k of a model")):
         cmd = _with_config(sub.add_parser(name, help=text))
         if name == "evaluate":
-            cmd.add_argument("--model", default="", help="HF model directory (default engine.model)")
+            cmd.add_argument("--model", default=None, help="HF model directory (default engine.model)")
             cmd.add_argument("--split", default=None, help="instance split: train, test, dev or "
                              "all (every instance; default eval.split)")
-            cmd.add_argument("--verifier", default="", help="trained verifier directory (a run's "
+            cmd.add_argument("--verifier", default=None, help="trained verifier directory (a run's "
                              "iter_<k>/verifier) for best@k; needs eval.best_of_k > 0")
         cmd.set_defaults(handler=handler)
     serve = _with_config(sub.add_parser("serve", help="serve the training deployments here"))

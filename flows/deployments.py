@@ -12,8 +12,9 @@ moves only when the new policy is better) on a cron schedule.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from swe_rlvr.config import Config
 

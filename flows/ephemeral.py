@@ -134,5 +134,12 @@ def sweep_servers() -> list[int]:
     return stopped
 
 
+def sweep_servers_report() -> str:
+    """`sweep_servers`, in one line of `swe-rlvr sandbox sweep` (no Prefect import)."""
+    stopped = sweep_servers()
+    return (f"stopped {len(stopped)} orphaned Prefect API servers"
+            + (f": pids {', '.join(map(str, stopped))}" if stopped else ""))
+
+
 if __name__ == "__main__":
     guard(int(sys.argv[1]))

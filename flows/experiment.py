@@ -10,10 +10,12 @@ Each arm starts from the policy of the arm before it (same seed) and is one ordi
 | arm | flow | starts from | what it adds |
 |---|---|---|---|
 | base | evaluate | engine.model | nothing: the model as given |
-| warmup | train, 0 iterations | engine.model | `orchestration.expert_warmup`: SFT on expert episodes of the train split |
+| warmup | train, 0 iterations | engine.model | `orchestration.expert_warmup`: SFT on expert episodes |
+| | | | of the train split |
 | rft | rft | warmup | Nebius RFT on its own resolved train episodes |
 | dapo | train, K iterations | rft | DAPO, guidance off |
-| dapo_guided | train, K iterations | rft | guidance on; `guidance.mode` pairs trains DPO on (guided success, unguided failure) pairs (Agent-RLVR), strip/keep train DAPO |
+| dapo_guided | train, K iterations | rft | guidance on; `guidance.mode` pairs trains DPO on (guided |
+| | | | success, unguided failure) pairs (Agent-RLVR), strip/keep train DAPO |
 
 K is `orchestration.iterations`. Every arm is evaluated on `eval.split` (the held-out test split;
 it must differ from `instances.train_split`) with `eval.runs` runs per instance, after each RL
@@ -47,10 +49,11 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
+from flows.preflight import start_policy
 from swe_rlvr.config import Config, ConfigError, load_config
 
 log = logging.getLogger("swe_rlvr.ladder")
@@ -64,14 +67,14 @@ class Arm:
     name: str
     flow: str
     """flows.api function: evaluate, train or rft."""
-    parent: str
-    """The arm whose policy this one starts from ("" = engine.model)."""
+    parent: str | None
+    """The arm whose policy this one starts from (None: engine.model)."""
     overrides: tuple[str, ...]
 
 
 ARMS: dict[str, Arm] = {a.name: a for a in (
-    Arm("base", "evaluate", "", ()),
-    Arm("warmup", "train", "", ("orchestration.expert_warmup=true",
+    Arm("base", "evaluate", None, ()),
+    Arm("warmup", "train", None, ("orchestration.expert_warmup=true",
                                 "orchestration.rft_warmup=false", "orchestration.iterations=0")),
     Arm("rft", "rft", "warmup", ()),
     Arm("dapo", "train", "rft", ("orchestration.expert_warmup=false",
@@ -90,8 +93,9 @@ def arms_to_run(requested: Sequence[str]) -> list[str]:
                           f"choose from: {', '.join(ARMS)} (e.g. --arms base,warmup,rft).")
     wanted = set(requested)
     for name in reversed(list(ARMS)):
-        if name in wanted and ARMS[name].parent:
-            wanted.add(ARMS[name].parent)
+        parent = ARMS[name].parent
+        if name in wanted and parent:
+            wanted.add(parent)
     return [a for a in ARMS if a in wanted]
 
 
@@ -220,7 +224,7 @@ def run_ladder(config: str | Path | None = None, overrides: Sequence[str] = (), 
                     arms_to_run(list(arms)), base_rate)
     out.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
-    parent = _tracking_run(cfg, out, "")
+    parent = _tracking_run(cfg, out, None)
     log.info("ladder: out %s\n%s", out, "\n".join(design_lines(cfg, ladder.arms, ladder.seeds,
                                                                 base_rate)))
     for name in ladder.arms:
@@ -239,13 +243,15 @@ def _run_arm_seed(ladder: Ladder, arm: Arm, seed: int, arm_run: str) -> dict:
         log.info("ladder: %s seed %d already done (pass@1 %.3f), skipped", arm.name, seed,
                  done["pass1"])
         return done
-    policy, parent = ladder.cfg.engine.model, None
+    parent = None
     if arm.parent:
         parent = ladder.load(arm.parent, seed)
         if parent is None:
             raise ConfigError(f"Arm {arm.name!r} seed {seed} starts from arm {arm.parent!r}, "
                               f"which has no result in {ladder.out}; include it in --arms.")
         policy = parent["policy"]
+    else:
+        policy = start_policy(ladder.cfg)
     log.info("ladder: %s seed %d starting from %s", arm.name, seed, policy)
     began = time.monotonic()
     result = _flow(arm.flow)(ladder.config, ladder.seed_overrides(arm, seed, policy))
@@ -266,7 +272,7 @@ def _flow(name: str):
     return {"evaluate": api.evaluate, "train": api.train, "rft": api.rft}[name]
 
 
-def _tracking_run(cfg: Config, run_dir: Path, parent: str) -> str:
+def _tracking_run(cfg: Config, run_dir: Path, parent: str | None) -> str:
     """The MLflow run of `run_dir` (the ladder, or one arm), a child of `parent` when given."""
     from tasks import tracking
     run_id = tracking.open_run(cfg, str(run_dir))

@@ -50,9 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _ladder(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     import logging
+    from pathlib import Path
 
     from flows.experiment import plan_ladder, run_ladder
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per Prefect API call buries progress

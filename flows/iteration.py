@@ -8,19 +8,17 @@ inputs, so rerunning a crashed flow resumes from the last finished stage.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from prefect import flow
 from prefect.futures import PrefectFuture
 
-from flows.runners import stages
+from flows.runners import Stages, stages
 from swe_rlvr.config import Config
 from tasks.store import join
 
 
 @flow(name="rl-iteration", flow_run_name="iteration-{iteration}", validate_parameters=False)
 def rl_iteration(cfg: Config, run_dir: str, iteration: int, policy_dir: str,
-                 evaluate: bool = False, verifier_dir: str = "") -> str:
+                 evaluate: bool = False, verifier_dir: str | None = None) -> str:
     """(curriculum ->) instances -> rollout -> validate -> guidance -> guided rollout -> validate
     -> reward -> update, and beside the update the best-of-k verifier (a no-op unless
     eval.best_of_k > 0). With `evaluate`, the evaluation of `policy_dir` (step `iteration`, as
@@ -29,7 +27,7 @@ def rl_iteration(cfg: Config, run_dir: str, iteration: int, policy_dir: str,
     s = stages(cfg, run_dir)
     evaluation = submit_evaluation(s, cfg, run_dir, iteration, policy_dir,
                                    verifier_dir) if evaluate else None
-    pool = s.curriculum.submit(run_dir, iteration, cfg) if cfg.algorithm.curriculum else ""
+    pool = s.curriculum.submit(run_dir, iteration, cfg) if cfg.algorithm.curriculum else None
     insts = s.instances.submit(run_dir, iteration, cfg, cfg.instances.train_split, part="rl",
                                curriculum_path=pool)
     rolls = s.rollout.submit(run_dir, iteration, insts, policy_dir, cfg)
@@ -50,15 +48,15 @@ def rl_iteration(cfg: Config, run_dir: str, iteration: int, policy_dir: str,
 
 @flow(name="evaluate-policy", flow_run_name="eval-step-{step}", validate_parameters=False)
 def evaluate_policy(cfg: Config, run_dir: str, step: int, policy_dir: str,
-                    verifier_dir: str = "") -> str:
+                    verifier_dir: str | None = None) -> str:
     """pass@1 of `policy_dir` on eval.split: eval.runs episodes per instance, graded; EVAL rows
     (scored by `verifier_dir` for best@k when eval.best_of_k > 0)."""
     return submit_evaluation(stages(cfg, run_dir), cfg, run_dir, step, policy_dir,
                              verifier_dir).result()
 
 
-def submit_evaluation(s: SimpleNamespace, cfg: Config, run_dir: str, step: int, policy_dir: str,
-                      verifier_dir: str = "") -> PrefectFuture:
+def submit_evaluation(s: Stages, cfg: Config, run_dir: str, step: int, policy_dir: str,
+                      verifier_dir: str | None = None) -> PrefectFuture[str]:
     """Submit the evaluation's stages (`s`: `flows.runners.stages` of `run_dir`) to the running
     flow; the future of its EVAL rows."""
     insts = s.eval_instances.submit(run_dir, step, cfg, cfg.eval.split, out="eval_instances",

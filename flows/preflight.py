@@ -55,21 +55,31 @@ def _task_runner(cfg: Config) -> str:
     return ""
 
 
+MODEL_FIX = ("build one with `swe-rlvr model tiny runs/.models/tiny` (tests) or "
+             "`swe-rlvr model smollm2 runs/.models/smollm2` (quickstart), or set "
+             "engine.model=<HF model directory>")
+
+
+def start_policy(cfg: Config) -> str:
+    """engine.model: the policy a run starts from. Every engine needs it (the openai engine for
+    its tokenizer), so a run without one is refused here as in `preflight`."""
+    if not cfg.engine.model:
+        raise PreflightError(f"engine.model is not set; {MODEL_FIX}.")
+    return cfg.engine.model
+
+
 def _model(cfg: Config) -> str:
+    model = cfg.engine.model
+    if not model:
+        return f"engine.model is not set; {MODEL_FIX}."
     if cfg.engine.name.partition(":")[0] not in LOCAL_ENGINES:
         return ""
-    model = cfg.engine.model
-    fix = ("build one with `swe-rlvr model tiny runs/.models/tiny` (tests) or "
-           "`swe-rlvr model smollm2 runs/.models/smollm2` (quickstart), or set "
-           "engine.model=<HF model directory>")
-    if not model:
-        return f"engine.model is empty; {fix}."
     if model.startswith("models:/"):
         return _registered(cfg, model)
     if not Path(model).is_dir():
-        return f"engine.model {model!r} does not exist; {fix}."
+        return f"engine.model {model!r} does not exist; {MODEL_FIX}."
     if not (Path(model) / "config.json").exists():
-        return f"engine.model {model!r} has no config.json, so it is not an HF model directory; {fix}."
+        return f"engine.model {model!r} has no config.json, so it is not an HF model directory; {MODEL_FIX}."
     return ""
 
 
@@ -85,13 +95,14 @@ def _registered(cfg: Config, uri: str) -> str:
 
 def _memory(cfg: Config, trains: bool) -> str:
     """The run's estimated peak host memory (`swe_rlvr.memory`) against what is available."""
-    if cfg.engine.name.partition(":")[0] not in LOCAL_ENGINES:
+    model = cfg.engine.model
+    if cfg.engine.name.partition(":")[0] not in LOCAL_ENGINES or not model:
         return ""
     from swe_rlvr import memory
     from trainer.engine_torch import pick_device
     from trainer.forward import head_chunk_rows
     try:
-        dims = memory.model_dims(cfg.engine.model)
+        dims = memory.model_dims(model)
     except (OSError, ValueError, KeyError, ImportError):   # an architecture transformers lacks:
         return ""                                          # the engine's own load will say so
     engine_here = cfg.engine.name in ("hf", "auto") and pick_device(cfg.engine.device).type == "cpu"
@@ -145,7 +156,7 @@ def _mlflow(cfg: Config) -> str:
         return ""
     if uri.startswith("file:") or "://" not in uri:
         return (f"tracking.mlflow_uri {uri!r} is a file store, which MLflow 3 refuses; use "
-                f"sqlite:///<path>/mlflow.db, an http(s) server, or leave it empty.")
+                f"sqlite:///<path>/mlflow.db, an http(s) server, or leave it unset.")
     return ""
 
 

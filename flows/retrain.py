@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from prefect import flow
 
+from flows.preflight import start_policy
 from flows.training import train_flow
 from swe_rlvr.config import load_config
-from tasks.report import decide_champion
 from tasks.registry import champion_uri, registered_version
+from tasks.report import decide_champion
 
 RETRAIN = ["orchestration.expert_warmup=false", "orchestration.rft_warmup=false",
            "orchestration.eval_base=false", "orchestration.eval_start=true",
@@ -30,7 +31,7 @@ def retrain_flow(config: str | None = None, overrides: list[str] | None = None) 
     """Train orchestration.iterations from the champion; promote the result if it is better."""
     overrides = list(overrides or [])
     cfg = load_config(config, overrides)
-    start = champion_uri(cfg) or cfg.engine.model
+    start = champion_uri(cfg) or start_policy(cfg)
     trained = train_flow(config, [*overrides, *RETRAIN, f"engine.model={start}"])
     last = max(trained.metrics)
     return decide_champion(cfg, trained.mlflow_run_id, registered_version(trained.run_dir, last),

@@ -23,9 +23,13 @@ import os
 import secrets
 import shutil
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any
+
+from prefect import Task
+from prefect.futures import PrefectFuture
 
 from swe_rlvr.config import Config, ConfigError
 
@@ -53,7 +57,7 @@ def connect_ray(cfg: Config) -> None:
     if ray.is_initialized():
         return
     _auth_env(cfg)
-    address = cfg.orchestration.ray_address or os.environ.get("RAY_ADDRESS", "")
+    address = cfg.orchestration.ray_address or os.environ.get("RAY_ADDRESS")
     if address:
         if address.split(":")[0] in ("127.0.0.1", "localhost"):
             _loopback()
@@ -118,7 +122,7 @@ def task_runner(cfg: Config) -> Any:
     return TASK_RUNNERS[name](cfg)
 
 
-def stages(cfg: Config, run_dir: str) -> SimpleNamespace:
+def stages(cfg: Config, run_dir: str) -> Stages:
     """The stage tasks with this run's retries and cache (keys stored beside the artifacts)."""
     from prefect.cache_policies import NO_CACHE
 
@@ -149,9 +153,8 @@ def stages(cfg: Config, run_dir: str) -> SimpleNamespace:
              "eval_validate": validate}
     tasks = {name: _named(t, name.replace("_", "-"), options) for name, t in named.items()}
     gpus = update_resources(cfg)
-    if gpus:
-        tasks["update"] = WithRayResources(tasks["update"], gpus)
-    return SimpleNamespace(**tasks)
+    update_task = tasks.pop("update")
+    return Stages(update=WithRayResources(update_task, gpus) if gpus else update_task, **tasks)
 
 
 def update_resources(cfg: Config) -> dict[str, Any]:
@@ -178,10 +181,10 @@ class WithRayResources:
     """A stage task whose `submit` asks the Ray task runner for `resources` (prefect-ray's
     `remote_options`); everything else is the task's own."""
 
-    def __init__(self, task: Any, resources: dict[str, Any]) -> None:
+    def __init__(self, task: Task[..., str], resources: dict[str, Any]) -> None:
         self.task, self.resources = task, resources
 
-    def submit(self, *args: Any, **kwargs: Any) -> Any:
+    def submit(self, *args: Any, **kwargs: Any) -> PrefectFuture[str]:
         from prefect_ray.context import remote_options
         with remote_options(**self.resources):
             return self.task.submit(*args, **kwargs)
@@ -190,7 +193,33 @@ class WithRayResources:
         return getattr(self.task, name)
 
 
-def _named(task: Any, name: str, options: dict[str, Any]) -> Any:
+StageTask = Task[..., str]
+"""A stage task: its runs return the URL of what they wrote."""
+
+
+@dataclass(frozen=True)
+class Stages:
+    """The stage tasks of one run directory (`stages`), each under its stage name (`rollout_guided`
+    runs as `rollout-guided`) with the run's retries and cache. `update` asks the Ray task runner
+    for GPUs where `update_resources` finds them."""
+
+    instances: StageTask
+    rollout: StageTask
+    validate: StageTask
+    guidance: StageTask
+    reward: StageTask
+    update: StageTask | WithRayResources
+    evaluate: StageTask
+    verifier: StageTask
+    rollout_guided: StageTask
+    validate_guided: StageTask
+    curriculum: StageTask
+    eval_instances: StageTask
+    eval_rollout: StageTask
+    eval_validate: StageTask
+
+
+def _named(task: Any, name: str, options: dict[str, Any]) -> Task[..., str]:
     """`task` under its stage name (`rollout-guided` apart from `rollout` in the UI), its runs
     named after the iteration (`rollout-guided-i3`)."""
     return task.with_options(name=name, task_run_name=f"{name}-i{{iteration}}", **options)

@@ -13,14 +13,14 @@ from __future__ import annotations
 from prefect import flow
 
 from flows.iteration import evaluate_policy, rft_warmup, rl_iteration
-from flows.preflight import preflight
+from flows.preflight import preflight, start_policy
 from flows.runners import task_runner
 from flows.runs import RunResult, run_directory
 from flows.warmup import expert_warmup
 from swe_rlvr.config import Config, load_config
+from tasks.registry import resolve_model
 from tasks.report import summarize, track_step, tracked_run
 from tasks.store import join
-from tasks.registry import resolve_model
 from tasks.tracking import tracking_uri
 from tasks.verifier import verifier_dir
 
@@ -40,9 +40,9 @@ def train_flow(config: str | None = None, overrides: list[str] | None = None) ->
         iterate = rl_iteration.with_options(task_runner=runner)
         evaluate = evaluate_policy.with_options(task_runner=runner)
         o = cfg.orchestration
-        policy, base = cfg.engine.model, {}
-        base_dir = join(run_dir, "base") if o.eval_base and (o.expert_warmup or o.rft_warmup) else ""
-        beside = base_dir if o.eval_beside and o.expert_warmup else ""  # the expert needs no engine
+        policy, base = start_policy(cfg), {}
+        base_dir = join(run_dir, "base") if o.eval_base and (o.expert_warmup or o.rft_warmup) else None
+        beside = base_dir if o.eval_beside and o.expert_warmup else None  # the expert needs no engine
         if base_dir and not beside:
             evaluate(cfg, base_dir, 0, policy)
         if o.expert_warmup:
@@ -51,7 +51,8 @@ def train_flow(config: str | None = None, overrides: list[str] | None = None) ->
             base = track_step(cfg, run_id, base_dir, 0, prefix="base_")
         if o.rft_warmup:
             policy = rft_warmup.with_options(task_runner=runner)(cfg, run_dir, policy)
-        steps, checkpoints, verifier = {}, [], ""
+        steps, checkpoints = {}, []
+        verifier: str | None = None  # none at step 0
         for k in range(o.iterations):
             due = k % cfg.eval.every == 0 and bool(k or o.eval_start)
             if due and not o.eval_beside:
@@ -72,7 +73,7 @@ def rft_flow(config: str | None = None, overrides: list[str] | None = None) -> R
     cfg = _config(config, overrides)
     run_dir, runner = run_directory(cfg, prefix="rft"), task_runner(cfg)
     with tracked_run(cfg, run_dir) as run_id:
-        policy = rft_warmup.with_options(task_runner=runner)(cfg, run_dir, cfg.engine.model)
+        policy = rft_warmup.with_options(task_runner=runner)(cfg, run_dir, start_policy(cfg))
         evaluate_policy.with_options(task_runner=runner)(cfg, run_dir, 0, policy)
         steps = {0: track_step(cfg, run_id, run_dir, 0, policy, final=True)}
         summarize(cfg, run_id, run_dir, steps, "rft")
@@ -81,15 +82,15 @@ def rft_flow(config: str | None = None, overrides: list[str] | None = None) -> R
 
 @flow(name="evaluate")
 def evaluate_flow(config: str | None = None, overrides: list[str] | None = None,
-                  model: str = "", split: str = "", verifier: str = "") -> RunResult:
+                  model: str | None = None, split: str | None = None,
+                  verifier: str | None = None) -> RunResult:
     """pass@1 (mean of eval.runs runs ± SEM) and pass@k of `model` (default engine.model); with
     `verifier` (a trained `iter_<k>/verifier`) and eval.best_of_k > 0, best@k too."""
     extra = ([f"engine.model={model}"] if model else []) + ([f"eval.split={split}"] if split else [])
     cfg = _config(config, list(overrides or []) + extra, trains=False)
-    run_dir = run_directory(cfg, prefix="eval")
+    run_dir, policy = run_directory(cfg, prefix="eval"), start_policy(cfg)
     with tracked_run(cfg, run_dir) as run_id:
-        evaluate_policy.with_options(task_runner=task_runner(cfg))(cfg, run_dir, 0, cfg.engine.model,
-                                                                   verifier)
+        evaluate_policy.with_options(task_runner=task_runner(cfg))(cfg, run_dir, 0, policy, verifier)
         steps = {0: track_step(cfg, run_id, run_dir, 0)}
         summarize(cfg, run_id, run_dir, steps, "evaluate")
-    return RunResult(run_dir, run_id, tracking_uri(cfg), cfg.engine.model, steps)
+    return RunResult(run_dir, run_id, tracking_uri(cfg), policy, steps)

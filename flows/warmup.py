@@ -18,7 +18,8 @@ from tasks.store import join
 
 
 @flow(name="expert-warmup", flow_run_name="expert-warmup", validate_parameters=False)
-def expert_warmup(cfg: Config, run_dir: str, policy_dir: str, base_eval_dir: str = "") -> str:
+def expert_warmup(cfg: Config, run_dir: str, policy_dir: str,
+                  base_eval_dir: str | None = None) -> str:
     """train instances -> expert episodes (graded, resolved only) -> SFT; returns the checkpoint.
     With `base_eval_dir`, the evaluation of `policy_dir` there (step 0, the `base` row) runs
     beside the expert's episodes, which need no engine, and the SFT waits for it."""

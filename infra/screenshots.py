@@ -33,8 +33,8 @@ PY = sys.executable
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from process_support import (free_port, http_json as api, start_mlflow_server,  # noqa: E402
-                             stop, wait_http)
+from process_support import free_port, start_mlflow_server, stop, wait_http  # noqa: E402
+from process_support import http_json as api
 
 
 def shoot(url: str, png: Path, width: int = 1600, height: int = 1000, wait_ms: int = 40000) -> None:

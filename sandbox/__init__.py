@@ -7,9 +7,15 @@ when chosen, so the docker SDK never loads for the local backend.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sandbox.base import ExecResult, Sandbox, SandboxError
+
+if TYPE_CHECKING:
+    from swe_rlvr.config import SandboxConfig
+    from swe_rlvr.instances import Instance
 
 BACKENDS: dict[str, str] = {
     "local": "sandbox.local:LocalSandbox",
@@ -19,12 +25,12 @@ BACKENDS: dict[str, str] = {
 __all__ = ["BACKENDS", "ExecResult", "Sandbox", "SandboxError", "open_sandbox"]
 
 
-def open_sandbox(instance, cfg, repo_store: str | Path) -> Sandbox:
+def open_sandbox(instance: Instance, cfg: SandboxConfig, repo_store: str | Path) -> Sandbox:
     """A fresh sandbox for `instance` on the backend `cfg.backend` names (close it, or use `with`)."""
     return backend_class(cfg.backend)(instance, cfg, repo_store)
 
 
-def backend_class(name: str) -> type:
+def backend_class(name: str) -> Callable[[Instance, SandboxConfig, str | Path], Sandbox]:
     """The class registered under `name`, imported on first use."""
     if name not in BACKENDS:
         raise SandboxError(f"Unknown sandbox backend {name!r}; choose one of: {', '.join(BACKENDS)}.")

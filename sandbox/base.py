@@ -9,7 +9,7 @@ patch.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, Self, runtime_checkable
 
 REPO_DIR = "/testbed"
 """Where commands see the repository (SWE-bench's convention): the container path of the docker
@@ -55,6 +55,6 @@ class Sandbox(Protocol):
 
     def close(self) -> None: ...
 
-    def __enter__(self): ...
+    def __enter__(self) -> Self: ...
 
-    def __exit__(self, *exc) -> None: ...
+    def __exit__(self, *exc: object) -> None: ...

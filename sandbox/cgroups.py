@@ -96,10 +96,10 @@ def create_memory(tag: str, memory_mb: int) -> Path | None:
 
 def join_argv(*groups: Path | None) -> list[str]:
     """An argv prefix that moves itself into every group given and then execs the rest."""
-    groups = [g for g in dict.fromkeys(groups) if g is not None]
-    if not groups:
+    live = [g for g in dict.fromkeys(groups) if g is not None]
+    if not live:
         return []
-    joins = " && ".join(f'echo $$ > "{g}/cgroup.procs"' for g in groups)
+    joins = " && ".join(f'echo $$ > "{g}/cgroup.procs"' for g in live)
     return ["sh", "-c", f'{joins} && exec "$@"', "sh"]
 
 

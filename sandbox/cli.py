@@ -1,4 +1,4 @@
-"""`swe-rlvr grade` and `swe-rlvr sandbox sweep`.
+"""`swe-rlvr grade`, and the sandbox's part of `swe-rlvr sandbox sweep` (`swe_rlvr.sweep_cli`).
 
 `grade` follows SWE-bench's harness layout: `<out>/<run_id>/<model>/<instance_id>/` holds
 `report.json`, `test_output.txt` and `patch.diff`, and `<out>/<run_id>/<model>.<run_id>.json` the run
@@ -19,14 +19,20 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from sandbox.grade_report import GradeReport
 from sandbox.grade_results import results_dir, write_results
 from sandbox.predictions import SKIPPED_FILE, read_predictions, report_skipped
-from swe_rlvr.instances import ALL, in_split, split_problem
+from swe_rlvr.instances import ALL, Instance, in_split, split_problem
+
+if TYPE_CHECKING:
+    from swe_rlvr.config import SandboxConfig
 
 
-def register(sub) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     grade = sub.add_parser("grade", help="grade predictions (SWE-bench report.json per instance)")
     grade.add_argument("--instances", required=True, help="instance file, or 'builtin'")
     grade.add_argument("--predictions", required=True,
@@ -47,18 +53,8 @@ def register(sub) -> None:
                        help=argparse.SUPPRESS)  # deprecated: the positional KEY=VALUE
     grade.set_defaults(handler=grade_command)
 
-    sandbox = sub.add_parser("sandbox", help="sandbox maintenance")
-    sandbox_sub = sandbox.add_subparsers(dest="sandbox_command", metavar="COMMAND")
-    sandbox_sub.required = True
-    sweep = sandbox_sub.add_parser("sweep", help="remove leaked working copies and processes")
-    sweep.add_argument("--older-than", type=float, default=None,
-                       help="also remove copies older than this many seconds, live owner or not")
-    sweep.add_argument("--workdir", default="", help="sandbox root (default: sandbox.workdir)")
-    sweep.add_argument("--config", default=None)
-    sweep.set_defaults(handler=sweep_command)
 
-
-def grade_command(args) -> int:
+def grade_command(args: argparse.Namespace) -> int:
     from sandbox.grading import grade_many
     from swe_rlvr.config import load_config
     if args.legacy_overrides:
@@ -86,7 +82,7 @@ def grade_command(args) -> int:
     return 1 if skipped else 0
 
 
-def outcome(report) -> str:
+def outcome(report: GradeReport) -> str:
     """One word for a report: resolved, unresolved, infra, empty or not-applied."""
     if report.infra_failure:
         return "infra"
@@ -97,7 +93,7 @@ def outcome(report) -> str:
     return "resolved" if report.resolved else "unresolved"
 
 
-def why(report) -> str:
+def why(report: GradeReport) -> str:
     """Why a report is what it is: the infra reason, or the guards, failing tests and notes."""
     if report.infra_failure:
         return report.infra_reason.splitlines()[0] if report.infra_reason else ""
@@ -109,10 +105,10 @@ def why(report) -> str:
     return "; ".join(parts)
 
 
-def grade_table(reports) -> str:
+def grade_table(reports: Sequence[GradeReport]) -> str:
     """A row per instance (outcome, F2P and P2P passed/total, SWE-bench's own verdict, seconds, why)
     and a totals line."""
-    def count(ok, bad):
+    def count(ok: Sequence[str], bad: Sequence[str]) -> str:
         return f"{len(ok)}/{len(ok) + len(bad)}"
     rows = [("instance", "outcome", "F2P", "P2P", "swebench", "s", "why")]
     for r in reports:
@@ -131,12 +127,12 @@ def grade_table(reports) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-def _with(section, **changes):
+def _with(section: SandboxConfig, **changes: Any) -> SandboxConfig:
     import dataclasses
     return dataclasses.replace(section, **changes)
 
 
-def load_instance_file(path: str, skip_invalid: bool = False) -> list:
+def load_instance_file(path: str, skip_invalid: bool = False) -> list[Instance]:
     """The instances of `path`; with `skip_invalid` (instances.skip_invalid) a malformed record is
     named on stderr and left out (its predictions are then skipped as unknown), else it stops
     the run."""
@@ -153,34 +149,25 @@ def load_instance_file(path: str, skip_invalid: bool = False) -> list:
     return result.instances
 
 
-def sweep_command(args) -> int:
+def sweep_copies_report(workdir: str | None, older_than: float | None) -> str:
+    """Remove the leaked working copies under the sandbox root `workdir` (of dead owners, and
+    with `older_than` all older than that many seconds) and their processes; one line."""
     from sandbox.workspace import sandbox_root, sweep
-    from swe_rlvr.config import load_config
-    workdir = args.workdir or load_config(args.config).sandbox.workdir
-    removed = sweep(sandbox_root(workdir), older_than=args.older_than)
-    print(f"removed {len(removed)} working copies" + (f": {', '.join(removed)}" if removed else ""))
-    print(_sweep_containers(args.older_than))
-    print(_sweep_prefect_servers())
-    return 0
+    removed = sweep(sandbox_root(workdir), older_than=older_than)
+    return f"removed {len(removed)} working copies" + (f": {', '.join(removed)}" if removed else "")
 
 
-def _sweep_prefect_servers() -> str:
-    """Ephemeral Prefect API servers whose run died (`flows.ephemeral`); no Prefect import."""
-    from flows.ephemeral import sweep_servers
-    stopped = sweep_servers()
-    return (f"stopped {len(stopped)} orphaned Prefect API servers"
-            + (f": pids {', '.join(map(str, stopped))}" if stopped else ""))
-
-
-def _sweep_containers(older_than: float | None) -> str:
-    """Labelled containers of dead owners (or all older than `older_than` s); engines are optional."""
+def sweep_containers_report(older_than: float | None) -> str:
+    """Remove the labelled containers of dead owners (with `older_than`, all older than that many
+    seconds); one line, which says so where no docker engine or SDK is there to ask."""
     from sandbox.base import SandboxError
+    from sandbox.docker_container import docker_client
     from sandbox.docker_sweep import sweep_containers
     try:
         if older_than is None:
-            count = sweep_containers(older_than_s=0, dead_owner_only=True)
+            count = sweep_containers(docker_client(), older_than_s=0, dead_owner_only=True)
         else:
-            count = sweep_containers(older_than_s=older_than, dead_owner_only=False)
+            count = sweep_containers(docker_client(), older_than_s=older_than, dead_owner_only=False)
     except (SandboxError, ImportError) as exc:
         return f"docker containers not swept: {exc}"
     return f"removed {count} labelled docker containers"

@@ -32,15 +32,28 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sandbox import workspace
 from sandbox.base import REPO_DIR, ExecResult, PatchTooLarge, SandboxError
-from sandbox.docker_container import (ENV, MIB, docker_client, ensure_image, resolve_image,
-                                      start_container)
-from sandbox.docker_exec import HOST_GRACE_S, DiskWatch, Exec, FileSink, HeadTail, wrapped
-from sandbox.docker_repo import (archive_stream, checkout_tar, extract_tree, index_pack,
-                                 init_pack_repo, resolve_commit, store_git_dir)
+from sandbox.docker_container import ENV, MIB, docker_client, ensure_image, resolve_image, start_container
+from sandbox.docker_exec import HOST_GRACE_S, DiskWatch, Exec, FileSink, HeadTail, Sink, wrapped
+from sandbox.docker_repo import (
+    archive_stream,
+    checkout_tar,
+    extract_tree,
+    index_pack,
+    init_pack_repo,
+    resolve_commit,
+    store_git_dir,
+)
 from sandbox.docker_sweep import remove_container
+
+if TYPE_CHECKING:
+    from docker.models.containers import Container
+
+    from swe_rlvr.config import SandboxConfig
+    from swe_rlvr.instances import Instance
 
 WORKDIR = REPO_DIR
 CONDA_ENV_BIN = "/opt/miniconda3/envs/testbed/bin"  # SWE-bench images' environment
@@ -55,11 +68,14 @@ class DockerSandbox:
 
     workdir = WORKDIR
 
-    def __init__(self, instance, cfg, repo_store: str | Path):
+    def __init__(self, instance: Instance, cfg: SandboxConfig, repo_store: str | Path) -> None:
         self.instance, self.cfg = instance, cfg
         self.image = resolve_image(instance, cfg)
-        self._dead, self._disk_full, self._container, self._removed = "", "", None, False
-        self._cwd, self._env, self._host, self._watch = "/", dict(ENV), None, None
+        self._dead, self._disk_full, self._removed = "", "", False
+        self._container: Container | None = None
+        self._host: Path | None = None
+        self._watch: DiskWatch | None = None
+        self._cwd, self._env = "/", dict(ENV)
         self._client = docker_client()
         try:
             ensure_image(self._client, self.image)
@@ -101,14 +117,15 @@ class DockerSandbox:
         full = self._path(path)
         self._check_alive()
         try:
-            stream, _stat = self._container.get_archive(full)
+            stream, _stat = self.container.get_archive(full)
         except docker.errors.NotFound as exc:
             raise FileNotFoundError(f"No such file in the sandbox: {full}") from exc
         with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
             member = tar.next()
-            if member is None or not member.isfile():
+            data = tar.extractfile(member) if member is not None and member.isfile() else None
+            if data is None:
                 raise IsADirectoryError(f"Not a regular file in the sandbox: {full}")
-            return tar.extractfile(member).read().decode("utf-8", errors="replace")
+            return data.read().decode("utf-8", errors="replace")
 
     def write_file(self, path: str, content: str) -> None:
         """Create or replace `path` (parents made as needed) with `content` as UTF-8."""
@@ -124,13 +141,13 @@ class DockerSandbox:
         self._check_alive()
         for attempt in (1, 2):
             try:
-                self._container.put_archive(parent, buf.getvalue())
+                self.container.put_archive(parent, buf.getvalue())
                 return
             except docker.errors.NotFound:  # the parent is missing: make it, then try once more
                 if attempt == 1:
                     self._setup(f"mkdir -p {shlex.quote(parent)}")
                     continue
-                raise SandboxError(f"Writing {full} in the sandbox failed: {parent} is missing.")
+                raise SandboxError(f"Writing {full} in the sandbox failed: {parent} is missing.") from None
             except docker.errors.APIError as exc:
                 raise SandboxError(f"Writing {full} in the sandbox failed ({exc.explanation}); "
                                    f"is {parent} a directory?") from exc
@@ -150,7 +167,7 @@ class DockerSandbox:
         self._check_alive()
         tree = Path(tempfile.mkdtemp(dir=self._host, prefix="tree-"))
         try:
-            with archive_stream(self._client.api, self._container.id, WORKDIR) as chunks:
+            with archive_stream(self._client.api, self.container.id, WORKDIR) as chunks:
                 extract_tree(chunks, tree, self._tree_limit)
             return workspace.tree_diff(self._git_dir, tree, self.base, self.cfg.max_patch_kb * 1024)
         except docker.errors.NotFound as exc:
@@ -171,11 +188,18 @@ class DockerSandbox:
         if self._host is not None:
             workspace.remove_working_copy(self._host)
 
-    def __enter__(self) -> "DockerSandbox":
+    def __enter__(self) -> DockerSandbox:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def container(self) -> Container:
+        """The sandbox's container (`__init__` starts it; only `close` may find none)."""
+        if self._container is None:
+            raise SandboxError("This docker sandbox has no container; open a new sandbox.")
+        return self._container
 
     # ------------------------------------------------------------------ environment and repository
 
@@ -207,7 +231,7 @@ class DockerSandbox:
         sha = resolve_commit(repo, self.instance.base_commit)
         tar = checkout_tar(repo, sha, Path(self.cfg.workdir or tempfile.gettempdir()))
         with open(tar, "rb") as fh:
-            if not self._container.put_archive(WORKDIR, fh):
+            if not self.container.put_archive(WORKDIR, fh):
                 raise SandboxError(f"Copying the repository into {WORKDIR} failed; see the engine log.")
         return sha, store_git_dir(repo)
 
@@ -216,6 +240,7 @@ class DockerSandbox:
         before any agent command ran (the image is trusted as far as the tests it runs) and
         indexed, so hash-checked, by this host's git. Tried twice: the engine may drop an exec's
         output under load (see `_setup`)."""
+        assert self._host is not None  # made before the container started
         git_dir = self._host / "git"
         pack = init_pack_repo(git_dir)
         script = (f"set -o pipefail; cd {WORKDIR} && {GIT} rev-list --objects --no-walk {sha} | "
@@ -233,6 +258,7 @@ class DockerSandbox:
             except SandboxError:
                 if attempt == 2:
                     raise
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     def _tree_bytes(self) -> int:
         """Bytes under /testbed now, before any agent command: the base of `diff()`'s cap."""
@@ -240,7 +266,7 @@ class DockerSandbox:
 
     # ------------------------------------------------------------------ running
 
-    def _run(self, argv: list[str], limit: float, out, err: HeadTail) -> int | None:
+    def _run(self, argv: list[str], limit: float, out: Sink, err: HeadTail) -> int | None:
         """Exit status of `argv` (its stdout into `out`: a `HeadTail` or a `FileSink`), or None
         after the sandbox killed the container under it (the host deadline, the disk watch).
 
@@ -250,7 +276,7 @@ class DockerSandbox:
         import docker
         self._check_alive()
         try:
-            job = Exec(self._client.api, self._container.id, argv, workdir=self._cwd,
+            job = Exec(self._client.api, self.container.id, argv, workdir=self._cwd,
                        environment=self._env, out=out, err=err)
         except docker.errors.APIError as exc:
             raise self._died(f"its container is gone ({exc.explanation or exc})") from exc
@@ -278,15 +304,15 @@ class DockerSandbox:
     def _running(self) -> bool:
         import docker
         try:
-            self._container.reload()
+            self.container.reload()
         except docker.errors.APIError:
             return False
-        return self._container.status == "running"
+        return self.container.status == "running"
 
     def _kill(self) -> None:
         import docker
         try:
-            self._container.kill()
+            self.container.kill()
         except docker.errors.APIError:  # already gone; the sandbox is dead either way
             pass
 
@@ -347,7 +373,7 @@ def _setup_argv(script: str) -> list[str]:
     return ["timeout", "-s", "KILL", f"{SETUP_TIMEOUT_S:g}", "bash", "-c", script]
 
 
-def host_dir(cfg) -> Path:
+def host_dir(cfg: SandboxConfig) -> Path:
     """The sandbox's own host directory (trusted git directory, diff trees): a working copy with
     a marker, so `workspace.sweep` removes it once its owner dies or its TTL passes."""
     root = workspace.sandbox_root(cfg.workdir) / "copies"

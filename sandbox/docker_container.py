@@ -31,8 +31,17 @@ engine would need `userns-remap`).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from sandbox.base import SandboxError
 from sandbox.docker_sweep import sandbox_labels
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+    from docker.models.containers import Container
+
+    from swe_rlvr.config import SandboxConfig
+    from swe_rlvr.instances import Instance
 
 BASE_IMAGE = "swe-rlvr/sandbox-base:bookworm"
 CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID"]
@@ -45,7 +54,7 @@ ENV = {"HOME": "/root", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTH
        "GIT_PAGER": "cat", "TERM": "dumb"}
 
 
-def docker_client():
+def docker_client() -> DockerClient:
     """A docker SDK client for the engine of $DOCKER_HOST or the default socket."""
     try:
         import docker
@@ -59,7 +68,7 @@ def docker_client():
                            f"or choose sandbox.backend=local.") from exc
 
 
-def resolve_image(instance, cfg) -> str:
+def resolve_image(instance: Instance, cfg: SandboxConfig) -> str:
     """The image to run `instance` in (see the module docstring)."""
     if cfg.docker_image:
         return cfg.docker_image
@@ -74,7 +83,7 @@ def resolve_image(instance, cfg) -> str:
                        f"sandbox.docker_image=<image> or choose sandbox.backend=local.")
 
 
-def ensure_image(client, image: str) -> None:
+def ensure_image(client: DockerClient, image: str) -> None:
     """Pull `image` unless the engine has it; the base image is built, never pulled."""
     import docker
     try:
@@ -93,7 +102,8 @@ def ensure_image(client, image: str) -> None:
                            f"it, or set sandbox.docker_image.") from exc
 
 
-def start_container(client, cfg, image: str, instance_id: str):
+def start_container(client: DockerClient, cfg: SandboxConfig, image: str,
+                    instance_id: str) -> tuple[Container, bool]:
     """The running container, and whether the engine caps its writable layer itself (a
     quota through `storage_opt`; engines whose storage driver refuses it are remembered)."""
     import docker
@@ -111,12 +121,12 @@ def start_container(client, cfg, image: str, instance_id: str):
     return client.containers.run(**options), False
 
 
-def container_options(cfg, image: str, instance_id: str, swap_limit: bool) -> dict:
+def container_options(cfg: SandboxConfig, image: str, instance_id: str, swap_limit: bool) -> dict[str, Any]:
     """`containers.run` arguments for a sandbox: its isolation and caps (see the module docstring)."""
     from docker.types import LogConfig, Ulimit
     fsize = cfg.file_size_mb * MIB
     ram_disk = max(1, min(cfg.disk_mb, cfg.memory_mb))  # MiB; tmpfs pages count as memory too
-    options = dict(
+    options: dict[str, Any] = dict(
         image=image, command=["sleep", str(int(cfg.ttl_s))], detach=True, auto_remove=True,
         init=True, labels=sandbox_labels(instance_id, cfg.ttl_s), hostname="sandbox",
         environment=ENV, working_dir="/", cap_drop=["ALL"], cap_add=CAPS,
@@ -137,7 +147,7 @@ _DISK_QUOTA: dict[str, bool] = {}
 """Per engine: whether its storage driver takes a size quota (unknown engines are tried once)."""
 
 
-def _swap_limit(client) -> bool:
+def _swap_limit(client: DockerClient) -> bool:
     """Whether the engine can limit swap (asked once per engine)."""
     url = client.api.base_url
     if url not in _SWAP_LIMIT:

@@ -28,8 +28,13 @@ from __future__ import annotations
 import struct
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO, Protocol
+
+if TYPE_CHECKING:
+    import requests
+    from docker import APIClient
 
 HOST_GRACE_S = 5.0
 """How long past the in-container limit the host waits before it kills the container."""
@@ -70,10 +75,16 @@ def wrapped(cmd: str, timeout_s: float, tag: str) -> list[str]:
     return ["bash", "-c", WRAPPER, "swe-rlvr-exec", f"{timeout_s:.3f}", tag, cmd]
 
 
+class Sink(Protocol):
+    """Where an exec's output goes: a `HeadTail` or a `FileSink`."""
+
+    def add(self, chunk: bytes) -> None: ...
+
+
 class HeadTail:
     """Keeps the first and the last `limit // 2` bytes of a byte stream and counts the rest."""
 
-    def __init__(self, limit: int):
+    def __init__(self, limit: int) -> None:
         self.head_cap = max(limit // 2, 0)
         self.tail_cap = max(limit - self.head_cap, 0)
         self.head = bytearray()
@@ -113,8 +124,8 @@ class Exec:
     to lose its first lines; docker/docker-py#2042).
     """
 
-    def __init__(self, api, container_id: str, argv: list[str], *, workdir: str,
-                 environment: dict[str, str], out: HeadTail, err: HeadTail):
+    def __init__(self, api: APIClient, container_id: str, argv: list[str], *, workdir: str,
+                 environment: dict[str, str], out: Sink, err: HeadTail) -> None:
         self.api, self.out, self.err = api, out, err
         self.exec_id = api.exec_create(container_id, argv, workdir=workdir,
                                        environment=environment)["Id"]
@@ -132,7 +143,7 @@ class Exec:
         self._reader = threading.Thread(target=self._drain, args=(reader, response), daemon=True)
         self._reader.start()
 
-    def _drain(self, reader, response) -> None:
+    def _drain(self, reader: BinaryIO, response: requests.Response) -> None:
         try:
             read_frames(reader, self.out, self.err)
         except Exception as exc:  # the connection drops when the container is killed
@@ -160,7 +171,7 @@ FRAME_HEADER = struct.Struct(">BxxxL")
 a big-endian payload length, then the payload."""
 
 
-def read_frames(reader: BinaryIO, out: HeadTail, err: HeadTail) -> None:
+def read_frames(reader: BinaryIO, out: Sink, err: Sink) -> None:
     """Copy a multiplexed exec stream from a blocking reader into `out` and `err` until EOF.
     Raises EOFError when the stream ends inside a frame (the output is then incomplete)."""
     while header := reader.read(FRAME_HEADER.size):
@@ -176,7 +187,7 @@ def read_frames(reader: BinaryIO, out: HeadTail, err: HeadTail) -> None:
 class FileSink:
     """Takes an exec's stdout (as `HeadTail` does) and writes it to an open binary file whole."""
 
-    def __init__(self, fh: BinaryIO):
+    def __init__(self, fh: BinaryIO) -> None:
         self.fh = fh
 
     def add(self, chunk: bytes) -> None:
@@ -190,7 +201,7 @@ DISK_IDLE_POLL_S = 5.0
 layer for each answer, so idle sandboxes ask rarely)."""
 
 
-def layer_bytes(api, container_id: str) -> int:
+def layer_bytes(api: APIClient, container_id: str) -> int:
     """The size of the container's writable layer as the engine measures it on the host
     (`SizeRw`: apparent sizes, so sparse files count whole); nothing inside can fake it."""
     info = api._result(api._get(api._url("/containers/{0}/json", container_id),
@@ -205,7 +216,8 @@ class DiskWatch:
     the container's removal ends it early (an answer that times out, say while the engine walks
     a million files the agent made, is asked again)."""
 
-    def __init__(self, api, container_id: str, limit_bytes: int, breach):
+    def __init__(self, api: APIClient, container_id: str, limit_bytes: int,
+                 breach: Callable[[int], None]) -> None:
         self.api, self.container_id, self.limit, self.breach = api, container_id, limit_bytes, breach
         self.start_bytes = layer_bytes(api, container_id)
         self._busy, self._lock = 0, threading.Lock()
@@ -214,7 +226,7 @@ class DiskWatch:
         self._thread.start()
 
     @contextmanager
-    def command(self):
+    def command(self) -> Iterator[None]:
         with self._lock:
             self._busy += 1
         self._wake.set()

@@ -22,12 +22,18 @@ import os
 import subprocess
 import tarfile
 import tempfile
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sandbox import tar_safety
 from sandbox.base import PatchTooLarge, SandboxError
 from sandbox.workspace import git
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
+    from docker import APIClient
 
 
 def resolve_commit(repo: Path, commit: str) -> str:
@@ -82,7 +88,8 @@ MAX_TREE_ENTRIES = 300_000
 
 
 @contextmanager
-def archive_stream(api, container_id: str, path: str, chunk_bytes: int = 1 << 20):
+def archive_stream(api: APIClient, container_id: str, path: str,
+                   chunk_bytes: int = 1 << 20) -> Iterator[Iterator[bytes]]:
     """The chunks of the engine's tar archive of `path` in the container, read as they arrive;
     the response is closed on exit, read to its end or not. A missing path raises
     `docker.errors.NotFound`."""
@@ -98,25 +105,26 @@ def archive_stream(api, container_id: str, path: str, chunk_bytes: int = 1 << 20
 class ChunkReader(io.RawIOBase):
     """A readable file over an iterator of byte chunks; each byte is copied once."""
 
-    def __init__(self, chunks):
+    def __init__(self, chunks: Iterable[bytes]) -> None:
         self._chunks, self._view, self._at = iter(chunks), memoryview(b""), 0
 
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buf) -> int:
+    def readinto(self, buffer: WriteableBuffer) -> int:
         while self._at >= len(self._view):
             chunk = next(self._chunks, None)
             if chunk is None:
                 return 0
             self._view, self._at = memoryview(chunk), 0
+        buf = memoryview(buffer)
         n = min(len(buf), len(self._view) - self._at)
         buf[:n] = self._view[self._at:self._at + n]
         self._at += n
         return n
 
 
-def extract_tree(chunks, dest: Path, limit_bytes: int, max_entries: int = MAX_TREE_ENTRIES) -> None:
+def extract_tree(chunks: Iterable[bytes], dest: Path, limit_bytes: int, max_entries: int = MAX_TREE_ENTRIES) -> None:
     """Unpack a docker archive of one directory into `dest` (the directory's own name stripped),
     safely: tarfile's "data" filter (see `_tree_filter`), no `.git` at any depth, and at most
     `limit_bytes` of file content and `max_entries` entries read, skipped ones included
@@ -134,7 +142,9 @@ def extract_tree(chunks, dest: Path, limit_bytes: int, max_entries: int = MAX_TR
             safe = None if inner is None else _tree_filter(inner, str(dest))
             if safe is not None:
                 _place(tar, safe, dest)
-            tar.members.clear()  # a stream keeps every header read; only the current one is used
+            # a stream keeps every header read; only the current one is used (typeshed omits
+            # the attribute; getmembers() would read the whole stream)
+            tar.members.clear()  # type: ignore[attr-defined]
 
 
 def _place(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: Path) -> None:

@@ -16,8 +16,13 @@ from __future__ import annotations
 import os
 import socket
 import time
+from typing import TYPE_CHECKING
 
 from sandbox.workspace import process_start
+
+if TYPE_CHECKING:
+    from docker import DockerClient
+    from docker.models.containers import Container
 
 LABEL = "swe-rlvr.sandbox"
 OWNER_PID = "swe-rlvr.owner-pid"
@@ -61,14 +66,12 @@ def is_leaked(labels: dict[str, str], now: float, older_than_s: float, dead_owne
     return owner_dead(labels) if dead_owner_only else True
 
 
-def sweep_containers(older_than_s: float = 0, dead_owner_only: bool = True, client=None) -> int:
+def sweep_containers(client: DockerClient, older_than_s: float = 0, dead_owner_only: bool = True) -> int:
     """Remove leaked sandbox containers (see the module docstring); returns how many were removed.
 
     `older_than_s` spares younger containers; `dead_owner_only=False` removes every labelled
     container of at least that age, live owners included (use it when no run is in progress).
     """
-    from sandbox.docker_container import docker_client
-    client = client or docker_client()
     now, removed = time.time(), 0
     for container in client.containers.list(all=True, sparse=True, filters={"label": f"{LABEL}=1"}):
         labels = container.attrs.get("Labels") or {}
@@ -77,7 +80,7 @@ def sweep_containers(older_than_s: float = 0, dead_owner_only: bool = True, clie
     return removed
 
 
-def remove_container(container) -> int:
+def remove_container(container: Container) -> int:
     """Force-remove one container; 1 if this call removed it, 0 if it was already going."""
     from docker.errors import APIError, NotFound
     try:

@@ -53,14 +53,20 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sandbox import pythons
 from sandbox.base import SandboxError
 from sandbox.workspace import git, sandbox_root
 from swe_rlvr import env_specs
+
+if TYPE_CHECKING:
+    from swe_rlvr.config import SandboxConfig
+    from swe_rlvr.instances import EnvSpec, Instance
 
 log = logging.getLogger(__name__)
 
@@ -92,13 +98,13 @@ class PythonEnv:
         return tuple(out)
 
 
-def check_buildable(instance) -> None:
+def check_buildable(instance: Instance) -> None:
     """Raise the spec's `build_error`: the local backend cannot build this environment."""
     if instance.env.build_error:
         raise EnvBuildError(f"{instance.instance_id}: {instance.env.build_error}")
 
 
-def ensure_env(instance, cfg, base: Path) -> PythonEnv:
+def ensure_env(instance: Instance, cfg: SandboxConfig, base: Path) -> PythonEnv:
     """The environment for `instance`, reusing the running interpreter when that suffices."""
     check_buildable(instance)
     if satisfied_by_running(instance.env):
@@ -107,7 +113,7 @@ def ensure_env(instance, cfg, base: Path) -> PythonEnv:
 
 
 @functools.lru_cache(maxsize=256)
-def satisfied_by_running(spec) -> bool:
+def satisfied_by_running(spec: EnvSpec) -> bool:
     """True when the spec needs nothing the running interpreter lacks."""
     running = f"{sys.version_info.major}.{sys.version_info.minor}"
     if spec.build_error or (spec.python and spec.python != running):
@@ -130,7 +136,7 @@ def _installed(requirement: str) -> bool:
     return req.specifier.contains(version, prereleases=True)
 
 
-def env_key(instance, python: str = "", install_env: tuple[tuple[str, str], ...] = ()) -> str:
+def env_key(instance: Instance, python: str = "", install_env: tuple[tuple[str, str], ...] = ()) -> str:
     """Hash of what the environment is built from: the spec, the Python actually used (a
     stand-in differs from `spec.python`), the install's variables, and the checkout if read."""
     spec = instance.env
@@ -142,7 +148,7 @@ def env_key(instance, python: str = "", install_env: tuple[tuple[str, str], ...]
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def build_env(instance, cfg, base: Path) -> PythonEnv:
+def build_env(instance: Instance, cfg: SandboxConfig, base: Path) -> PythonEnv:
     """Build (once, under a lock) and return the cached virtualenv for the instance's spec."""
     spec = instance.env
     python, version, notes = choose_python(spec.python, cfg.python_fallback)
@@ -180,16 +186,17 @@ def choose_python(wanted: str, fallback: bool) -> tuple[str, str, tuple[str, ...
                             f"sandbox.python_fallback=true to build it with the nearest "
                             f"installed Python.")
     nearest = pythons.nearest_python(wanted, pythons.installed_versions())
-    if not nearest:
+    stand_in = pythons.find_python(nearest) if nearest else None
+    if not nearest or not stand_in:
         raise EnvBuildError(f"Python {wanted} is needed for this instance, and no Python of "
                             f"the same major version is installed to stand in for it; {fix}.")
     note = (f"Python {wanted} is not installed; this environment was built with Python {nearest} "
             f"instead (sandbox.python_fallback=true), so results may differ from the official "
             f"harness. To fix: {fix}.")
-    return pythons.find_python(nearest), nearest, (note,)
+    return stand_in, nearest, (note,)
 
 
-def install_variables(instance, base: Path) -> tuple[tuple[str, str], ...]:
+def install_variables(instance: Instance, base: Path) -> tuple[tuple[str, str], ...]:
     """Variables for the install step: a SWE-bench-spec install gets the record's version as the
     setuptools_scm version (the repo store's clones are shallow and tagless)."""
     if instance.env.origin != env_specs.SWEBENCH or not instance.env.install:
@@ -198,7 +205,7 @@ def install_variables(instance, base: Path) -> tuple[tuple[str, str], ...]:
 
 
 @contextlib.contextmanager
-def _locked(path: Path):
+def _locked(path: Path) -> Iterator[None]:
     with open(path, "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
@@ -207,7 +214,7 @@ def _locked(path: Path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _build(spec, python: str, env_dir: Path, base: Path, install_env: dict) -> None:
+def _build(spec: EnvSpec, python: str, env_dir: Path, base: Path, install_env: dict[str, str]) -> None:
     with_pip = bool(spec.reqs_path or spec.pip_packages or spec.install)
     _run([python, "-m", "venv", *([] if with_pip else ["--without-pip"]), str(env_dir)],
          f"creating a virtualenv with {python}")
@@ -232,7 +239,7 @@ def _system_package_line(line: str) -> bool:
     return line.split()[:1] in (["apt"], ["apt-get"], ["sudo"])
 
 
-def _requirement_files(spec, src: Path, env_dir: Path) -> list[str]:
+def _requirement_files(spec: EnvSpec, src: Path, env_dir: Path) -> list[str]:
     """Requirement files to `pip install -r`: every `reqs_path` of an install_config; for a
     SWE-bench spec, the first candidate that exists, cleaned as SWE-bench cleans it."""
     if spec.origin != env_specs.SWEBENCH or not spec.reqs_path:
@@ -270,15 +277,15 @@ PIP_SETTINGS = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_N
 """The host's pip variables an environment build keeps: where packages come from, not what."""
 
 
-def _step(command: str, cwd: Path, env_dir: Path, extra: dict | None = None) -> None:
+def _step(command: str, cwd: Path, env_dir: Path, extra: dict[str, str] | None = None) -> None:
     env = {"PATH": f"{env_dir / 'bin'}:/usr/local/bin:/usr/bin:/bin", "HOME": str(env_dir),
            "VIRTUAL_ENV": str(env_dir), "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1",
            **{k: os.environ[k] for k in PIP_SETTINGS if k in os.environ}, **(extra or {})}
     _run(["bash", "-c", command], f"`{command}`", cwd=cwd, env=env)
 
 
-def _run(argv: list[str], what: str, **kwargs) -> None:
-    proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", **kwargs)
+def _run(argv: list[str], what: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> None:
+    proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", cwd=cwd, env=env)
     if proc.returncode != 0:
         tail = (proc.stdout + proc.stderr).strip()[-800:]
         raise EnvBuildError(f"Environment build step {what} failed (exit {proc.returncode}):\n{tail}")

@@ -33,10 +33,14 @@ import time
 from concurrent.futures import Future
 from pathlib import Path
 from queue import Queue
+from typing import IO, TYPE_CHECKING
 
 from sandbox import isolation
 from sandbox.base import ExecResult, SandboxError
 from sandbox.executor_wire import Capture
+
+if TYPE_CHECKING:
+    from sandbox.executor_wire import ReplyHeader, Request, RunnerConfig
 
 HOST_GRACE_S = 5.0
 """How long past a command's limit the host waits for the runner's reply before killing the jail."""
@@ -55,9 +59,9 @@ class _StartFailed(Exception):
 class Executor:
     """One jail with a runner in it, started on first use and again after it dies."""
 
-    def __init__(self, jail: isolation.Jail):
+    def __init__(self, jail: isolation.Jail) -> None:
         self.jail = jail
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._seq = 0
         self._run_lock = threading.Lock()  # one command at a time
         self._state = threading.Lock()     # guards _proc and _killed against kill()
@@ -68,11 +72,11 @@ class Executor:
             proc = self._ensure()
             self._seq += 1
             start = time.monotonic()
-            request = {"id": self._seq, "cmd": cmd, "timeout": max(timeout, 0.0),
+            request: Request = {"id": self._seq, "cmd": cmd, "timeout": max(timeout, 0.0),
                        "limit": self.jail.output_limit_bytes}
             try:
-                _write_frame(proc.stdin.fileno(), request)
-                header, payload = _read_reply(proc.stdout.fileno(), start + timeout + HOST_GRACE_S)
+                _write_frame(_fileno(proc.stdin), request)
+                header, payload = _read_reply(_fileno(proc.stdout), start + timeout + HOST_GRACE_S)
             except (OSError, EOFError, TimeoutError, ValueError) as exc:
                 return self._lost(start, exc)
             if header.get("id") != self._seq:
@@ -103,7 +107,7 @@ class Executor:
 
     # ------------------------------------------------------------------ internals
 
-    def _ensure(self) -> subprocess.Popen:
+    def _ensure(self) -> subprocess.Popen[bytes]:
         """The live runner, starting a jail if there is none (first use, or after a death).
         A failed start is tried again: bwrap copies the host's mount tree, and a mount that
         comes or goes meanwhile (a container starting, say) makes that copy fail."""
@@ -121,8 +125,9 @@ class Executor:
                 if attempt == START_ATTEMPTS:
                     raise SandboxError(f"{exc} (after {attempt} attempts)") from exc
                 time.sleep(0.05 * attempt)
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def _start(self) -> subprocess.Popen:
+    def _start(self) -> subprocess.Popen[bytes]:
         """Spawn the jail and wait for its runner's greeting."""
         self._reap()
         proc = spawn(isolation.jail_argv(self.jail, self._program()), env=_runner_env(self.jail))
@@ -131,7 +136,7 @@ class Executor:
             if self._killed:
                 _killpg(proc)
         try:
-            _read_reply(proc.stdout.fileno(), time.monotonic() + START_TIMEOUT_S)
+            _read_reply(_fileno(proc.stdout), time.monotonic() + START_TIMEOUT_S)
         except (OSError, EOFError, TimeoutError, ValueError) as exc:
             message = self._start_failure(proc, exc)
             self._reap()
@@ -142,7 +147,7 @@ class Executor:
         return proc
 
     def _program(self) -> list[str]:
-        cfg = {"workdir": self.jail.cwd, "tag": self.jail.tag,
+        cfg: RunnerConfig = {"workdir": self.jail.cwd, "tag": self.jail.tag,
                "tag_var": isolation.TAG_VAR, "prelude": isolation.limits_prelude(self.jail),
                "scope": isolation.kill_scope(self.jail), "cgroup": str(self.jail.cgroup or ""),
                "parent": os.getpid() if self.jail.level == "pgroup" else None,
@@ -151,12 +156,12 @@ class Executor:
         return [isolation.runner_python(self.jail), "-I", "-S", "-c", PRELUDE + SOURCE,
                 json.dumps(cfg)]
 
-    def _start_failure(self, proc: subprocess.Popen, exc: Exception) -> str:
+    def _start_failure(self, proc: subprocess.Popen[bytes], exc: Exception) -> str:
         _killpg(proc)
         proc.wait()
-        os.set_blocking(proc.stderr.fileno(), False)
+        os.set_blocking(_fileno(proc.stderr), False)
         try:
-            err = os.read(proc.stderr.fileno(), 1 << 16).decode(errors="replace").strip()[-600:]
+            err = os.read(_fileno(proc.stderr), 1 << 16).decode(errors="replace").strip()[-600:]
         except OSError:
             err = ""
         return (f"The {self.jail.level} jail did not start ({err or exc}). Check that "
@@ -192,7 +197,13 @@ class Executor:
         isolation.await_gone(self.jail)
 
 
-def _killpg(proc: subprocess.Popen) -> None:
+def _fileno(pipe: IO[bytes] | None) -> int:
+    """The fd of one of the runner's pipes (all three are PIPEs, so never None)."""
+    assert pipe is not None
+    return pipe.fileno()
+
+
+def _killpg(proc: subprocess.Popen[bytes]) -> None:
     if proc.returncode is None:  # not reaped yet, so the group id cannot have been reused
         try:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -210,17 +221,17 @@ def _runner_env(jail: isolation.Jail) -> dict[str, str]:
 # --------------------------------------------------------------------------- wire format
 
 
-def _write_frame(fd: int, obj: dict) -> None:
+def _write_frame(fd: int, obj: Request) -> None:
     data = json.dumps(obj).encode()
     view = memoryview(struct.pack(">I", len(data)) + data)
     while view:
         view = view[os.write(fd, view):]
 
 
-def _read_reply(fd: int, deadline: float) -> tuple[dict, bytes]:
+def _read_reply(fd: int, deadline: float) -> tuple[ReplyHeader, bytes]:
     """One frame, and the output bytes a reply announces after it; TimeoutError at `deadline`."""
     size = struct.unpack(">I", _read_exact(fd, 4, deadline))[0]
-    header = json.loads(_read_exact(fd, size, deadline))
+    header: ReplyHeader = json.loads(_read_exact(fd, size, deadline))
     return header, _read_exact(fd, header.get("head", 0) + header.get("tail", 0), deadline)
 
 
@@ -241,19 +252,19 @@ def _read_exact(fd: int, size: int, deadline: float) -> bytes:
 # --------------------------------------------------------------------------- spawning
 
 
-_spawn_queue: Queue = Queue()
+_spawn_queue: Queue[tuple[list[str], dict[str, str], Future[subprocess.Popen[bytes]]]] = Queue()
 _spawner: threading.Thread | None = None
 _spawner_lock = threading.Lock()
 
 
-def spawn(argv: list[str], env: dict[str, str]) -> subprocess.Popen:
+def spawn(argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
     """Popen `argv` from this process's spawner thread, which lives as long as the process."""
     global _spawner
     with _spawner_lock:
         if _spawner is None or not _spawner.is_alive():  # first use, or a forked child process
             _spawner = threading.Thread(target=_spawn_loop, name="sandbox-spawner", daemon=True)
             _spawner.start()
-    done: Future = Future()
+    done: Future[subprocess.Popen[bytes]] = Future()
     _spawn_queue.put((argv, env, done))
     return done.result()
 

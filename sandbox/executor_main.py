@@ -34,6 +34,12 @@ import time
 if __name__ != "__main__":  # in the jail, executor_wire's source comes first (see the docstring)
     from sandbox.executor_wire import Capture, read_frame, write_all, write_frame
 
+TYPE_CHECKING = False  # as in executor_wire: no `typing` in the jail; quoted annotations
+if TYPE_CHECKING:
+    import ctypes
+
+    from sandbox.executor_wire import ReplyHeader, Request, RunnerConfig
+
 GRACE_S = 0.1
 """How long output is still read after the command exits (a background job may hold the pipe)."""
 KILL_ROUNDS = 100
@@ -49,7 +55,7 @@ ADDR_NO_RANDOMIZE = 0x0040000
 
 
 class Runner:
-    def __init__(self, cfg):
+    def __init__(self, cfg: "RunnerConfig") -> None:
         self.cfg = cfg
         self.me = os.getpid()
         self.null = os.open(os.devnull, os.O_RDWR)
@@ -57,16 +63,16 @@ class Runner:
         os.set_blocking(wake_w, False)
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes select() when a child exits
-        self.statuses = {}
-        self.next = None
+        self.statuses: dict[int, int] = {}
+        self.next: tuple[int, int, int] | None = None
 
-    def run(self, req):
+    def run(self, req: "Request") -> "tuple[ReplyHeader, bytes]":
         start = time.monotonic()
         try:
             pid, output, command = self.take()
         except OSError as exc:
-            message = ("cannot start the command: %s (the sandbox's process limit is reached; "
-                       "wait for background jobs to end)\n" % exc).encode()
+            message = (f"cannot start the command: {exc} (the sandbox's process limit is reached; "
+                       "wait for background jobs to end)\n").encode()
             return self.reply(req, 126, False, Capture(req["limit"]), start, message)
         try:
             write_all(command, req["cmd"].encode("utf-8", "replace") + b"\0")
@@ -80,7 +86,7 @@ class Runner:
         code = 124 if timed_out else _exit_code(status)
         return self.reply(req, code, timed_out, capture, start)
 
-    def prepare(self):
+    def prepare(self) -> None:
         """Start the next command's shell now, while the agent thinks: bash's own start-up
         (a few ms) is then off the command's path. Failures wait until a command needs it."""
         if self.next is None:
@@ -89,7 +95,7 @@ class Runner:
             except OSError:
                 pass
 
-    def take(self):
+    def take(self) -> "tuple[int, int, int]":
         """The prepared shell if it is still waiting, else a new one: (pid, output, command fd)."""
         job, self.next = self.next, None
         if job is not None and self.idle_exit(job[0]):
@@ -98,7 +104,7 @@ class Runner:
             job = None
         return job or self.fork()
 
-    def idle_exit(self, pid):
+    def idle_exit(self, pid: int) -> bool:
         """Whether a prepared shell died before it got its command (reaped if so)."""
         try:
             done, _ = os.waitpid(pid, os.WNOHANG)
@@ -106,13 +112,13 @@ class Runner:
             return True
         return done != 0
 
-    def fork(self):
+    def fork(self) -> "tuple[int, int, int]":
         """Spawn a shell that waits for its command: (pid, output fd, command fd). posix_spawn
         (vfork) keeps this cheap; the shell's prelude sets the limits and enters the repo."""
         out_r, out_w = os.pipe()
         cmd_r, cmd_w = os.pipe()
         dup2 = os.POSIX_SPAWN_DUP2
-        script = "%s\nexport %s='%s'\n%s" % (self.cfg["prelude"], self.cfg["tag_var"],
+        script = "{}\nexport {}='{}'\n{}".format(self.cfg["prelude"], self.cfg["tag_var"],
                                               self.cfg["tag"].replace("'", ""), READ_AND_RUN)
         try:
             return os.posix_spawnp(
@@ -128,10 +134,11 @@ class Runner:
             os.close(out_w)
             os.close(cmd_r)
 
-    def pump(self, pid, fd, deadline, limit):
+    def pump(self, pid: int, fd: int, deadline: float, limit: int) -> "tuple[Capture, bool]":
         """Read output until the command exited and the pipe is drained (or GRACE_S passed
         since its exit), or until the deadline. Returns (capture, timed out)."""
-        capture, eof, exited_at = Capture(limit), False, None
+        capture, eof = Capture(limit), False
+        exited_at: float | None = None
         while True:
             now = time.monotonic()
             if exited_at is None and self.exited(pid):
@@ -152,7 +159,7 @@ class Runner:
                 else:
                     eof = True
 
-    def exited(self, pid):
+    def exited(self, pid: int) -> bool:
         """Whether the command has exited. In a pid namespace every exited child is reaped here
         (orphans too, where this runner is the init); elsewhere the command stays a zombie until
         its group is killed, so its group id cannot be reused by a host process meanwhile."""
@@ -161,7 +168,7 @@ class Runner:
             return pid in self.statuses
         return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
 
-    def reap(self):
+    def reap(self) -> None:
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -171,13 +178,13 @@ class Runner:
                 return
             self.statuses[pid] = status
 
-    def wait(self, pid):
+    def wait(self, pid: int) -> int:
         """The command's wait status (it has been killed by now)."""
         if pid in self.statuses:
             return self.statuses.pop(pid)
         return os.waitpid(pid, 0)[1]
 
-    def kill_all(self, pid):
+    def kill_all(self, pid: int) -> None:
         """SIGKILL the command's group, then every other process of the sandbox, until none
         is left."""
         try:
@@ -197,13 +204,13 @@ class Runner:
             time.sleep(0.001)
         self.reap_others(pid)
 
-    def reap_others(self, pid):
+    def reap_others(self, pid: int) -> None:
         """Reap killed orphans where this runner is their parent (the namespace's init)."""
         if self.cfg["scope"] == "namespace":
             self.reap()
             self.statuses = {k: v for k, v in self.statuses.items() if k == pid}
 
-    def others(self):
+    def others(self) -> "list[int]":
         """Live processes of the sandbox other than this runner (and the namespace's init)."""
         scope = self.cfg["scope"]
         if scope == "namespace":
@@ -212,33 +219,34 @@ class Runner:
         elif scope == "cgroup":
             pids = _cgroup_pids(self.cfg["cgroup"])
         else:
-            pids = _tagged_pids("%s=%s" % (self.cfg["tag_var"], self.cfg["tag"]))
+            pids = _tagged_pids("{}={}".format(self.cfg["tag_var"], self.cfg["tag"]))
         return [p for p in pids if p != self.me and _alive(p)]
 
-    def reply(self, req, code, timed_out, capture, start, message=b""):
+    def reply(self, req: "Request", code: int, timed_out: bool, capture: Capture, start: float,
+              message: bytes = b"") -> "tuple[ReplyHeader, bytes]":
         head, tail = bytes(capture.head) + message, capture.tail_bytes()
-        header = {"id": req["id"], "exit_code": code, "timed_out": timed_out,
+        header: ReplyHeader = {"id": req["id"], "exit_code": code, "timed_out": timed_out,
                   "dropped": capture.dropped, "head": len(head), "tail": len(tail),
                   "duration_s": time.monotonic() - start}
         return header, head + tail
 
 
-def _exit_code(status):
+def _exit_code(status: int) -> int:
     if os.WIFSIGNALED(status):
         return 128 + os.WTERMSIG(status)
     return os.WEXITSTATUS(status)
 
 
-def _alive(pid):
+def _alive(pid: int) -> bool:
     """False for a zombie or a vanished pid (a killed process not yet reaped by its parent)."""
     try:
-        with open("/proc/%d/stat" % pid, "rb") as f:
+        with open(f"/proc/{pid}/stat", "rb") as f:
             return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
     except (OSError, IndexError):
         return False
 
 
-def _cgroup_pids(group):
+def _cgroup_pids(group: str) -> "list[int]":
     try:
         with open(os.path.join(group, "cgroup.procs")) as f:
             return [int(p) for p in f.read().split()]
@@ -246,20 +254,20 @@ def _cgroup_pids(group):
         return []
 
 
-def _tagged_pids(needle):
-    needle, pids = needle.encode(), []
+def _tagged_pids(needle: str) -> "list[int]":
+    entry, pids = needle.encode(), []
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
-                with open("/proc/%s/environ" % name, "rb") as f:
-                    if needle in f.read().split(b"\0"):
+                with open(f"/proc/{name}/environ", "rb") as f:
+                    if entry in f.read().split(b"\0"):
                         pids.append(int(name))
             except OSError:
                 pass
     return pids
 
 
-def harden(cfg):
+def harden(cfg: "RunnerConfig") -> None:
     """Enter the jail's root and drop to its uid where the level asks for it
     (`drop_privileges`), die with the sandbox's owner, and keep commands (same uid) out of this
     process's fds and memory: a non-dumpable process's /proc entries are closed to them. Also
@@ -267,21 +275,22 @@ def harden(cfg):
     parent = cfg.get("parent")
     try:
         import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
+        libc: ctypes.CDLL | None = ctypes.CDLL(None, use_errno=True)
     except (ImportError, OSError):
         libc = None
     drop_privileges(libc, cfg.get("chroot"), cfg.get("uid"))
-    try:
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-        fixed_layout(libc)
-    except (AttributeError, OSError):
-        pass
+    if libc is not None:
+        try:
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+            fixed_layout(libc)
+        except (AttributeError, OSError):
+            pass
     if parent and os.getppid() != parent:  # the owner died before the death signal was armed
         os._exit(1)
 
 
-def drop_privileges(libc, root, uid):
+def drop_privileges(libc: "ctypes.CDLL | None", root: "str | None", uid: "int | None") -> None:
     """chroot into `root` (the `unshare` level's view), then become `uid`:`uid` with no groups,
     an empty capability bounding set and no_new_privs: the commands this runner starts can
     neither gain privileges nor leave the root. Failing any step ends the runner (a jail that
@@ -302,7 +311,7 @@ def drop_privileges(libc, root, uid):
         sys.exit("cannot drop privileges")
 
 
-def fixed_layout(libc):
+def fixed_layout(libc: "ctypes.CDLL") -> None:
     """Set ADDR_NO_RANDOMIZE in this process's personality, which every command inherits across
     exec (as `setarch -R`): object addresses in their output (pytest prints `<generator object
     at 0x7f...>` in assertion messages) then repeat from run to run, and so do the agent's tokens.
@@ -312,7 +321,7 @@ def fixed_layout(libc):
         libc.personality(current | ADDR_NO_RANDOMIZE)
 
 
-def main(argv):
+def main(argv: "list[str]") -> None:
     cfg = json.loads(argv[1])
     harden(cfg)
     requests, replies = os.dup(0), os.dup(1)  # non-inheritable: commands never see them

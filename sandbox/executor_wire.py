@@ -14,15 +14,54 @@ import os
 import struct
 from collections import deque
 
+TYPE_CHECKING = False
+"""The jail does not import `typing`; a type checker reads the block below (annotations that
+Python 3.8 cannot evaluate are quoted)."""
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any, TypedDict
+
+    class Request(TypedDict):
+        """One command, host to runner."""
+        id: int
+        cmd: str
+        timeout: float
+        limit: int
+        """Output bytes kept (`Capture`)."""
+
+    class ReplyHeader(TypedDict):
+        """The runner's answer to a `Request`; `head` + `tail` output bytes follow it."""
+        id: int
+        exit_code: int
+        timed_out: bool
+        dropped: int
+        head: int
+        tail: int
+        duration_s: float
+
+    class RunnerConfig(TypedDict):
+        """The runner's argv[1] (`sandbox.executor.Executor._program`)."""
+        workdir: str
+        tag: str
+        tag_var: str
+        prelude: str
+        scope: str
+        """Whose processes a command's clean-up kills: namespace, cgroup or tag."""
+        cgroup: str
+        parent: int | None
+        chroot: str
+        uid: int | None
+
 
 class Capture:
     """Head and tail of a byte stream, with a count of what was dropped in between."""
 
-    def __init__(self, limit):
+    def __init__(self, limit: int) -> None:
         self.head_limit, self.tail_limit = limit // 2, limit - limit // 2
-        self.head, self.tail, self.tail_len, self.dropped = bytearray(), deque(), 0, 0
+        self.head, self.tail_len, self.dropped = bytearray(), 0, 0
+        self.tail: deque[bytes] = deque()
 
-    def add(self, chunk):
+    def add(self, chunk: bytes) -> None:
         room = self.head_limit - len(self.head)
         if room > 0:
             self.head += chunk[:room]
@@ -32,7 +71,7 @@ class Capture:
             self.tail_len += len(chunk)
             self._trim()
 
-    def _trim(self):
+    def _trim(self) -> None:
         while self.tail and self.tail_len - len(self.tail[0]) >= self.tail_limit:
             self.dropped += len(self.tail[0])
             self.tail_len -= len(self.tail.popleft())
@@ -42,33 +81,33 @@ class Capture:
             self.tail_len -= extra
             self.dropped += extra
 
-    def tail_bytes(self):
+    def tail_bytes(self) -> bytes:
         return b"".join(self.tail)
 
     @staticmethod
-    def render(head, tail, dropped):
+    def render(head: bytes, tail: bytes, dropped: int) -> str:
         """The text the agent sees: head, a marker naming the dropped byte count, tail."""
-        head, tail = head.decode("utf-8", "replace"), tail.decode("utf-8", "replace")
+        first, last = head.decode("utf-8", "replace"), tail.decode("utf-8", "replace")
         if not dropped:
-            return head + tail
-        return "%s\n[... output truncated: %d bytes omitted ...]\n%s" % (head, dropped, tail)
+            return first + last
+        return f"{first}\n[... output truncated: {dropped} bytes omitted ...]\n{last}"
 
 
 # --------------------------------------------------------------------------- wire format
 
 
-def write_frame(fd, obj, payload=b""):
+def write_frame(fd: int, obj: "Mapping[str, object]", payload: bytes = b"") -> None:
     data = json.dumps(obj).encode()
     write_all(fd, struct.pack(">I", len(data)) + data + payload)
 
 
-def write_all(fd, data):
+def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
 
 
-def read_exact(fd, size):
+def read_exact(fd: int, size: int) -> "bytes | None":
     """`size` bytes from `fd`, or None at end of file."""
     parts, left = [], size
     while left:
@@ -80,7 +119,8 @@ def read_exact(fd, size):
     return b"".join(parts)
 
 
-def read_frame(fd):
+def read_frame(fd: int) -> "Any":
+    """One frame's JSON (a `Request` in the runner), or None at end of file."""
     header = read_exact(fd, 4)
     if header is None:
         return None

@@ -84,7 +84,7 @@ def hide_canaries(log: str, test_ids: tuple[str, ...]) -> str:
     for line in log.splitlines(keepends=True):
         header = _SECTION.match(line)
         if header or line.startswith("==="):
-            hiding = bool(header) and any(n in header.group(1) for n in names)
+            hiding = header is not None and any(n in header.group(1) for n in names)
         if not hiding and not any(n in line for n in names):
             out.append(line)
     return "".join(out)

@@ -11,13 +11,15 @@ ones are complete.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from sandbox.grade_report import summary
+from sandbox.grade_report import GradeReport, summary
 from sandbox.predictions import SKIPPED_FILE, Prediction, SkippedRow
 from swe_rlvr.instances import name_problem
 
@@ -39,8 +41,8 @@ def results_dir(out: Path, run_id: str) -> Path:
     return run_dir
 
 
-def write_results(run_dir: Path, run_id: str, predictions: list[Prediction], reports: list,
-                  skipped: list[SkippedRow] = ()) -> None:
+def write_results(run_dir: Path, run_id: str, predictions: list[Prediction], reports: list[GradeReport],
+                  skipped: Sequence[SkippedRow] = ()) -> None:
     """Each graded model's results and summary, `validations.parquet` (when anything was graded)
     and the skipped rows; a model's old results are replaced only once its new ones are written,
     and a model none of whose rows was graded keeps its old ones."""
@@ -52,7 +54,7 @@ def write_results(run_dir: Path, run_id: str, predictions: list[Prediction], rep
     run_dir.mkdir(parents=True, exist_ok=True)
     for model in sorted({p.model for p in predictions}):
         graded = [(p, r) for p, r in zip(predictions, reports) if p.model == model]
-        _replace_dir(run_dir / model, lambda new: _write_model(new, graded))
+        _replace_dir(run_dir / model, functools.partial(_write_model, graded=graded))
         bad = [dataclasses.asdict(s) for s in skipped if s.model == model]
         data = {**summary([r for _, r in graded], submitted=len(graded) + len(bad)),
                 "skipped_rows": bad}
@@ -65,7 +67,7 @@ def write_results(run_dir: Path, run_id: str, predictions: list[Prediction], rep
         _replace_file(run_dir / "validations.parquet", buffer.getvalue())
 
 
-def _write_model(folder: Path, graded: list) -> None:
+def _write_model(folder: Path, graded: list[tuple[Prediction, GradeReport]]) -> None:
     for pred, report in graded:
         out = folder / pred.instance_id
         out.mkdir()
@@ -78,7 +80,7 @@ def _utf8(text: str) -> bytes:
     return text.encode("utf-8", errors="replace")
 
 
-def _replace_dir(path: Path, fill) -> None:
+def _replace_dir(path: Path, fill: Callable[[Path], None]) -> None:
     """Fill a new directory beside `path`, then put it in `path`'s place: a link or file there is
     unlinked (never its target), an old directory removed only after the new one is complete."""
     new = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))

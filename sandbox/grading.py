@@ -119,8 +119,11 @@ import json
 import random
 import threading
 import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sandbox.base import SandboxError
 from sandbox.grade_report import GradeReport, InfraFailure
@@ -129,13 +132,18 @@ from sandbox.suite_run import SuiteRun, prepare_tests, run_tests, uses_junit
 from sandbox.tamper import canary_rng, plant_checks
 from sandbox.verdict import judge, score
 
+if TYPE_CHECKING:
+    from swe_rlvr.config import SandboxConfig
+    from swe_rlvr.instances import Instance
+
 GRADING_OUTPUT_BYTES = 16 << 20
 
 
 # --------------------------------------------------------------------------- entry points
 
 
-def grade(instance, model_patch: str, cfg, repo_store, episode_id: str = "") -> GradeReport:
+def grade(instance: Instance, model_patch: str, cfg: SandboxConfig, repo_store: str | Path,
+          episode_id: str = "") -> GradeReport:
     """Grade `model_patch` on `instance` in a fresh sandbox; see the module docstring."""
     start = time.monotonic()
     base = GradeReport(instance_id=instance.instance_id, episode_id=episode_id,
@@ -148,20 +156,22 @@ def grade(instance, model_patch: str, cfg, repo_store, episode_id: str = "") -> 
     return dataclasses.replace(report, duration_s=time.monotonic() - start)
 
 
-def grade_many(items, cfg, repo_store, workers: int, progress: bool = True) -> list[GradeReport]:
+def grade_many(items: Iterable[tuple[Instance, str] | tuple[Instance, str, str]], cfg: SandboxConfig,
+               repo_store: str | Path, workers: int, progress: bool = True) -> list[GradeReport]:
     """Grade (instance, patch[, episode_id]) items in parallel threads; reports in input order."""
-    items = list(items)
+    jobs = list(items)
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = [pool.submit(grade, item[0], item[1], cfg, repo_store, *item[2:3]) for item in items]
+        futures = [pool.submit(grade, item[0], item[1], cfg, repo_store, *item[2:3]) for item in jobs]
         if progress:
-            from tqdm import tqdm
             from concurrent.futures import as_completed
+
+            from tqdm import tqdm
             for _ in tqdm(as_completed(futures), total=len(futures), desc="grading", unit="inst"):
                 pass
         return [f.result() for f in futures]
 
 
-def grade_run(instance, run: SuiteRun, junit: bool, patch_applied: bool = True) -> GradeReport:
+def grade_run(instance: Instance, run: SuiteRun, junit: bool, patch_applied: bool = True) -> GradeReport:
     """The report for a recorded test run, decided as `grade` decides it, without a sandbox (and so
     without the control run that a run in which no graded test reported would get, and without
     the pristine test files: canaries only as `run` names them, and no XFAIL counts)."""
@@ -174,7 +184,7 @@ def grade_run(instance, run: SuiteRun, junit: bool, patch_applied: bool = True) 
 # --------------------------------------------------------------------------- steps
 
 
-def _grade(instance, model_patch: str, cfg, repo_store, report: GradeReport,
+def _grade(instance: Instance, model_patch: str, cfg: SandboxConfig, repo_store: str | Path, report: GradeReport,
            rng: random.Random) -> GradeReport:
     cfg = dataclasses.replace(cfg, output_limit_bytes=max(cfg.output_limit_bytes, GRADING_OUTPUT_BYTES))
     attempt = _attempt(instance, model_patch, cfg, repo_store, rng)
@@ -202,7 +212,8 @@ def _grade(instance, model_patch: str, cfg, repo_store, report: GradeReport,
     return report
 
 
-def require_gold(instance, model_patch: str, cfg, repo_store, report: GradeReport) -> None:
+def require_gold(instance: Instance, model_patch: str, cfg: SandboxConfig, repo_store: str | Path,
+                 report: GradeReport) -> None:
     """Raise `InfraFailure` where `report` does not resolve and the gold patch does not resolve in
     this environment either (see `gold_check`)."""
     is_gold = model_patch == instance.patch
@@ -231,7 +242,8 @@ class Attempt:
     notes: tuple[str, ...] = ()
 
 
-def _attempt(instance, model_patch: str, cfg, repo_store, rng: random.Random | None = None) -> Attempt:
+def _attempt(instance: Instance, model_patch: str, cfg: SandboxConfig, repo_store: str | Path,
+             rng: random.Random | None = None) -> Attempt:
     """Apply the patch, prepare the tests and run them, in one fresh sandbox."""
     from sandbox import open_sandbox
     with open_sandbox(instance, cfg, repo_store) as sb:
@@ -258,7 +270,8 @@ _ONCE_LOCKS: dict[tuple[str, str], threading.Lock] = {}
 _ONCE_GUARD = threading.Lock()
 
 
-def _once(kind: str, instance, cfg, compute) -> tuple[bool, str]:
+def _once(kind: str, instance: Instance, cfg: SandboxConfig,
+          compute: Callable[[], tuple[bool, str]]) -> tuple[bool, str]:
     """`compute()` once per (kind, instance, environment, backend) in a process, across threads."""
     key = (kind, hashlib.sha256(json.dumps([instance.to_row(), cfg.backend, cfg.docker_image, cfg.junit,
                                             cfg.canaries, cfg.python_fallback],
@@ -271,19 +284,37 @@ def _once(kind: str, instance, cfg, compute) -> tuple[bool, str]:
         return _ONCE[key]
 
 
-def control_run(instance, cfg, repo_store) -> tuple[bool, str]:
+ENVIRONMENT_TIMEOUT_FLOOR_S = 120.0
+"""The least time the environment's own runs get (the control run without a patch, the gold
+check). They ask whether the environment runs the suite, and reproduces the instance, at all, so
+they must not inherit a budget set for the patched run: with a short `sandbox.test_timeout_s` on a
+busy machine, an unpatched suite that merely started slowly read as a broken environment, and a
+patch that hung the tests became "no sample" instead of a failure. More time here can only turn
+"no sample" into a graded failure, never a patch's failure into a pass."""
+
+
+def environment_cfg(cfg: SandboxConfig) -> SandboxConfig:
+    """`cfg` for the environment's own runs: the test timeout at least ENVIRONMENT_TIMEOUT_FLOOR_S."""
+    return dataclasses.replace(cfg, test_timeout_s=max(cfg.test_timeout_s, ENVIRONMENT_TIMEOUT_FLOOR_S))
+
+
+def control_run(instance: Instance, cfg: SandboxConfig, repo_store: str | Path) -> tuple[bool, str]:
     """Do the instance's tests run at all without a model patch? (ran, why not)."""
-    def compute():
-        verdict = judge(instance, _attempt(instance, "", cfg, repo_store).run, junit=uses_junit(instance, cfg))
+    def compute() -> tuple[bool, str]:
+        run = _attempt(instance, "", environment_cfg(cfg), repo_store).run
+        assert run is not None  # with no patch to apply, `_attempt` runs the tests or raises
+        verdict = judge(instance, run, junit=uses_junit(instance, cfg))
         return verdict.ran, verdict.not_run_reason
     return _once("control", instance, cfg, compute)
 
 
-def gold_check(instance, cfg, repo_store, report: GradeReport | None = None) -> tuple[bool, str]:
+def gold_check(instance: Instance, cfg: SandboxConfig, repo_store: str | Path,
+               report: GradeReport | None = None) -> tuple[bool, str]:
     """Does the instance's gold patch resolve it in this environment? (resolved, why not). A
     report of the gold patch itself, when given, is the answer (and is remembered)."""
-    def compute():
-        gold = report or grade(instance, instance.patch, dataclasses.replace(cfg, gold_check=False), repo_store)
+    def compute() -> tuple[bool, str]:
+        gold = report or grade(instance, instance.patch, dataclasses.replace(environment_cfg(cfg), gold_check=False),
+                               repo_store)
         if gold.resolved:
             return True, ""
         if gold.infra_failure:

@@ -20,17 +20,22 @@ import posixpath
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING, Self
 
 from sandbox import cgroups, environments, isolation, view, workspace
-from sandbox.executor import Executor
 from sandbox.base import ExecResult, SandboxError
+from sandbox.executor import Executor
 from sandbox.repos import ensure_repo
+
+if TYPE_CHECKING:
+    from swe_rlvr.config import SandboxConfig
+    from swe_rlvr.instances import Instance
 
 
 class LocalSandbox:
     """A sandbox on this machine; see the module docstrings of `isolation` and `workspace`."""
 
-    def __init__(self, instance, cfg, repo_store):
+    def __init__(self, instance: Instance, cfg: SandboxConfig, repo_store: str | Path) -> None:
         self.instance, self.cfg = instance, cfg
         environments.check_buildable(instance)  # first: a missing repo would hide the reason
         self.root = workspace.sandbox_root(cfg.workdir)
@@ -54,7 +59,8 @@ class LocalSandbox:
         self._closed = False
         self._released = threading.Event()  # set once close() has removed everything
 
-    def _jail(self, cfg, level, pyenv, uid: int | None) -> isolation.Jail:
+    def _jail(self, cfg: SandboxConfig, level: str, pyenv: environments.PythonEnv,
+              uid: int | None) -> isolation.Jail:
         return isolation.Jail(
             level=level, workdir=self.copy.repo, tmpdir=self.copy.tmp, tag=self.copy.tag,
             binds=view.environment_binds(pyenv.bin_dir, sys.executable), uid=uid,
@@ -137,8 +143,8 @@ class LocalSandbox:
         finally:
             self._released.set()
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

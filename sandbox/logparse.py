@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from typing import Callable
+from collections.abc import Callable
 
 PASSED, FAILED, SKIPPED, ERROR, XFAIL = "PASSED", "FAILED", "SKIPPED", "ERROR", "XFAIL"
 OK = (PASSED, XFAIL)
 """Statuses that count as passing, in SWE-bench's sense."""
+JunitIndex = dict[tuple[str, str], list[str]]
+"""Junit statuses by (classname, name) key (`junit_index`)."""
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _SUMMARY_HEADER = re.compile(r"^=+ short test summary info =+$")
@@ -72,14 +74,14 @@ def junit_statuses(xml_text: str) -> list[tuple[str, str, str]]:
             for case in root.iter("testcase")]
 
 
-def junit_index(xml_text: str, parse: Callable[[str], dict[str, str]]) -> dict[tuple[str, str], list[str]]:
+def junit_index(xml_text: str, parse: Callable[[str], dict[str, str]]) -> JunitIndex:
     """Junit statuses keyed the way SWE-bench's parser `parse` would key the same test.
 
     Each testcase's name goes through the parser on a synthetic "PASSED x::<name>" line, so an id
     that SWE-bench cuts at its first space (`test_x[a b]` -> `test_x[a`) or whose path-like option it
     rewrites (pydicom) lands under the same key as the dataset's id. One key may stand for several
     tests (every parametrisation sharing a prefix); all their statuses are kept."""
-    index: dict[tuple[str, str], list[str]] = {}
+    index: JunitIndex = {}
     for classname, name, status in junit_statuses(xml_text):
         keys = list(parse(f"PASSED x::{name}"))
         short = keys[0][len("x::"):] if len(keys) == 1 and keys[0].startswith("x::") else name
@@ -95,5 +97,6 @@ def _junit_status(case: ET.Element) -> str:
         return FAILED
     if "skipped" in tags:
         skipped = case.find("skipped")
-        return XFAIL if (skipped.get("type") or "") == "pytest.xfail" else SKIPPED
+        xfail = skipped is not None and skipped.get("type") == "pytest.xfail"
+        return XFAIL if xfail else SKIPPED
     return PASSED

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from sandbox.base import Sandbox
 from sandbox.tamper import GIT
 from swe_rlvr.patches import header_paths
 
@@ -16,10 +17,10 @@ APPLY_METHODS = (
     ("patch-fuzz", f"patch --batch --fuzz=5 -p1 -i {PATCH_FILE}"),
 )
 MARK_FILE = ".git/swe-rlvr-apply.mark"
-GIT_CHANGED = (f"find .git -newer {MARK_FILE} ! -path .git ! -path .git/index ! -path .git/index.lock ! -path '.git/objects*' "
-               f"! -path {PATCH_FILE} ! -path {MARK_FILE} -print")
+GIT_CHANGED = (f"find .git -newer {MARK_FILE} ! -path .git ! -path .git/index ! -path .git/index.lock "
+               f"! -path '.git/objects*' ! -path {PATCH_FILE} ! -path {MARK_FILE} -print")
 """Paths under .git that an application touched: only git's own index may change."""
-def apply_model_patch(sb, patch: str) -> tuple[str, str]:
+def apply_model_patch(sb: Sandbox, patch: str) -> tuple[str, str]:
     """Apply with the first method that works: (method, log), or ("", log of every attempt).
     A patch that names a path inside `.git` in any header that git or `patch` reads is refused,
     and an application that changed anything under `.git` anyway (git's index aside) fails."""

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from swe_rlvr.formats.fields import describe
-from swe_rlvr.instances import name_problem
+from swe_rlvr.instances import Instance, name_problem
 
 SKIPPED_FILE = "skipped_predictions.json"
 """The run's list of the prediction rows that were skipped, and why (`[]` when none)."""
@@ -54,12 +55,12 @@ class SkippedRow:
 class _BadRow(Exception):
     """A prediction row is wrong: `problem` completes "field 'x' ..." (or "line 3 ...")."""
 
-    def __init__(self, field: str, problem: str):
+    def __init__(self, field: str, problem: str) -> None:
         super().__init__(problem)
         self.field, self.problem = field, problem
 
 
-def read_predictions(path: str, instances: dict, only: set[str]
+def read_predictions(path: str, instances: Mapping[str, Instance], only: set[str]
                      ) -> tuple[list[Prediction], list[SkippedRow]]:
     """The valid rows (of `only`'s ids, when given) and the skipped ones; 'gold' means each
     instance's own gold patch. Only an unreadable file raises."""
@@ -83,8 +84,8 @@ def read_predictions(path: str, instances: dict, only: set[str]
     return good, skipped
 
 
-def _prediction(where: str, row: Any, instances: dict, only: set[str],
-                claims: "_Claims") -> Prediction | None:
+def _prediction(where: str, row: Any, instances: Mapping[str, Instance], only: set[str],
+                claims: _Claims) -> Prediction | None:
     """`row` checked, or None when --ids leaves it out."""
     if isinstance(row, _BadRow):
         raise row
@@ -102,7 +103,7 @@ def _prediction(where: str, row: Any, instances: dict, only: set[str],
     return Prediction(where, ident, model, patch)
 
 
-def _prediction_id(row: dict) -> str:
+def _prediction_id(row: dict[str, Any]) -> str:
     ident = row.get("instance_id")
     if ident is None:
         raise _BadRow("instance_id", "is missing; every prediction names the instance it fixes")
@@ -114,7 +115,7 @@ def _prediction_id(row: dict) -> str:
     return ident
 
 
-def _prediction_patch(row: dict) -> str:
+def _prediction_patch(row: dict[str, Any]) -> str:
     if "model_patch" not in row:
         raise _BadRow("model_patch", "is missing; give the patch as a unified diff (\"\" or null "
                                      "for none)")
@@ -130,7 +131,7 @@ def _prediction_patch(row: dict) -> str:
     return patch
 
 
-def _model_dir(row: dict) -> str:
+def _model_dir(row: dict[str, Any]) -> str:
     """The results directory of the row's model; SWE-bench writes "org/model" as "org__model"."""
     name = row.get("model_name_or_path")
     if name is None:

@@ -50,7 +50,7 @@ def _runs(python: str) -> bool:
 
 def installed_versions() -> list[str]:
     """Every "major.minor" with an interpreter that runs, oldest first."""
-    names = set()
+    names: set[str] = set()
     for directory in os.environ.get("PATH", "").split(os.pathsep):
         names.update(p.name for p in _glob(Path(directory or "."), "python[0-9]*.[0-9]*"))
     names.update(p.name for p in _glob(_pyenv_root(), "versions/*/bin/python[0-9]*.[0-9]*"))

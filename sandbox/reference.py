@@ -18,8 +18,12 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from types import SimpleNamespace
-from typing import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from swe_rlvr.instances import Instance
 
 FAMILY_PARSERS = {"pytest": "parse_log_pytest", "django": "parse_log_django",
                   "sympy": "parse_log_sympy"}
@@ -27,9 +31,14 @@ FAMILY_PARSERS = {"pytest": "parse_log_pytest", "django": "parse_log_django",
 
 RESOLUTION = {"RESOLVED_FULL": "FULL", "RESOLVED_PARTIAL": "PARTIAL", "RESOLVED_NO": "NO"}
 
+LogParser = Callable[[str], dict[str, str]]
+"""`log -> {test id: status}`."""
+TestsReport = dict[str, dict[str, list[str]]]
+"""SWE-bench's per-list report: {"FAIL_TO_PASS": {"success": [...], "failure": [...]}, ...}."""
+
 
 @functools.lru_cache(maxsize=1)
-def _swebench():
+def _swebench() -> SimpleNamespace:
     from swebench.harness import grading, log_parsers
     from swebench.harness.constants import FAIL_ONLY_REPOS, EvalType
     return SimpleNamespace(grading=grading, log_parsers=log_parsers, fail_only=FAIL_ONLY_REPOS,
@@ -49,7 +58,7 @@ def parser_name(repo: str, log_parser: str, original: str) -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def _find(name: str) -> Callable | None:
+def _find(name: str) -> Callable[..., dict[str, str]] | None:
     import importlib
     import pkgutil
     package = _swebench().log_parsers
@@ -61,34 +70,39 @@ def _find(name: str) -> Callable | None:
 
 
 @functools.lru_cache(maxsize=64)
-def parser(name: str) -> Callable[[str], dict[str, str]]:
+def parser(name: str) -> LogParser:
     """`log -> {test id: status}` with SWE-bench's parser `name`."""
+    found = _require(name)
+    return lambda log: found(log, None)  # the Python parsers never read their test_spec
+
+
+def _require(name: str) -> Callable[..., dict[str, str]]:
     found = _find(name)
     if found is None:
         raise ValueError(f"swebench has no log parser {name!r}; set the record's log_parser to one "
                          f"of swebench.harness.log_parsers (e.g. parse_log_pytest).")
-    return lambda log: found(log, None)  # the Python parsers never read their test_spec
+    return found
 
 
-def instance_parser_name(instance) -> str:
+def instance_parser_name(instance: Instance) -> str:
     """The function name of SWE-bench's parser for `instance` (aliases such as parse_log_astroid
     resolve to the function they name, here parse_log_pytest)."""
     original = json.loads(instance.meta_json or "{}").get("log_parser", "")
     name = parser_name(instance.repo, instance.log_parser, original if isinstance(original, str) else "")
-    return _find(name).__name__
+    return _require(name).__name__
 
 
-def instance_parser(instance) -> Callable[[str], dict[str, str]]:
+def instance_parser(instance: Instance) -> LogParser:
     """SWE-bench's parser for `instance` (see `parser_name`)."""
     return parser(instance_parser_name(instance))
 
 
-def statuses(instance, log: str) -> dict[str, str]:
+def statuses(instance: Instance, log: str) -> dict[str, str]:
     """The status map SWE-bench reads from the test command's output."""
     return instance_parser(instance)(log)
 
 
-def tests_report(instance, status_map: dict[str, str]) -> dict:
+def tests_report(instance: Instance, status_map: dict[str, str]) -> TestsReport:
     """SWE-bench's per-list report: {"FAIL_TO_PASS": {"success": [...], "failure": [...]}, ...}."""
     sb = _swebench()
     kind = sb.eval_type.FAIL_ONLY if instance.repo in sb.fail_only else sb.eval_type.PASS_AND_FAIL
@@ -96,11 +110,11 @@ def tests_report(instance, status_map: dict[str, str]) -> dict:
     return sb.grading.get_eval_tests_report(status_map, gold, eval_type=kind)
 
 
-def resolution(report: dict) -> str:
+def resolution(report: TestsReport) -> str:
     """FULL, PARTIAL or NO, from SWE-bench's `get_resolution_status`."""
     return RESOLUTION[_swebench().grading.get_resolution_status(report)]
 
 
-def is_pytest(instance) -> bool:
+def is_pytest(instance: Instance) -> bool:
     """Whether the instance's log is pytest's (its parser is one of SWE-bench's pytest parsers)."""
     return instance_parser_name(instance).startswith("parse_log_pytest")

@@ -9,8 +9,12 @@ from __future__ import annotations
 import functools
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sandbox.base import SandboxError
+
+if TYPE_CHECKING:
+    from swe_rlvr.instances import Instance
 
 
 def candidate_dirs(repo: str, repo_store: Path) -> list[Path]:
@@ -19,7 +23,7 @@ def candidate_dirs(repo: str, repo_store: Path) -> list[Path]:
     return [repo_store / owner / name, repo_store / f"{owner}__{name}"]
 
 
-def ensure_repo(instance, repo_store: str | Path, clone: bool = False) -> Path:
+def ensure_repo(instance: Instance, repo_store: str | Path, clone: bool = False) -> Path:
     """The git repository of `instance.repo` in the store, materialised or cloned if needed."""
     store = Path(repo_store)
     if instance.source == "builtin":
@@ -39,7 +43,7 @@ def ensure_repo(instance, repo_store: str | Path, clone: bool = False) -> Path:
                        f"sandbox.clone_missing=true on a machine with network access.")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _materialized(repo: str, store: Path) -> Path:
     """Built-in repos are immutable once built: materialise each once per process."""
     from swe_rlvr.builtin import materialize

@@ -9,11 +9,17 @@ from __future__ import annotations
 import secrets
 import shlex
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sandbox import reference
+from sandbox.base import ExecResult, Sandbox
 from sandbox.grade_report import InfraFailure
 from sandbox.tamper import GIT, infrastructure_resets
 from swe_rlvr.patches import patch_files
+
+if TYPE_CHECKING:
+    from swe_rlvr.config import SandboxConfig
+    from swe_rlvr.instances import Instance
 
 TEST_PATCH_FILE = ".git/swe-rlvr-test.patch"
 START_MARK, END_MARK = ">>>>> Start Test Output", ">>>>> End Test Output"
@@ -40,7 +46,7 @@ class SuiteRun:
     """The graded tests whose pristine test file expects XFAIL; None when unknown (none counts)."""
 
 
-def prepare_tests(sb, instance, model_patch: str) -> tuple[str, ...]:
+def prepare_tests(sb: Sandbox, instance: Instance, model_patch: str) -> tuple[str, ...]:
     """One command: reset the test files and the test infrastructure to the base (deleting what it
     lacks), apply the test patch. Returns the notes that name every reset."""
     resets = infrastructure_resets(sb, instance, model_patch)
@@ -59,7 +65,7 @@ def prepare_tests(sb, instance, model_patch: str) -> tuple[str, ...]:
     return reset_notes(instance, model_patch, resets)
 
 
-def reset_notes(instance, model_patch: str, resets: list[tuple[str, str]]) -> tuple[str, ...]:
+def reset_notes(instance: Instance, model_patch: str, resets: list[tuple[str, str]]) -> tuple[str, ...]:
     """"reset to base (<why>): <paths>" for each kind of reset the model patch caused."""
     touched = set(patch_files(model_patch))
     groups = {"the instance's test files": [f for f in instance.test_files() if f in touched]}
@@ -68,13 +74,13 @@ def reset_notes(instance, model_patch: str, resets: list[tuple[str, str]]) -> tu
     return tuple(f"reset to base ({why}): {', '.join(paths)}" for why, paths in groups.items() if paths)
 
 
-def uses_junit(instance, cfg) -> bool:
+def uses_junit(instance: Instance, cfg: SandboxConfig) -> bool:
     """Whether the run writes (and the verdict checks) pytest's junit report."""
     return (cfg.junit and reference.is_pytest(instance) and "pytest" in instance.env.test_cmd
             and not (instance.env.eval_script and cfg.backend == "docker"))
 
 
-def run_tests(sb, instance, cfg) -> SuiteRun:
+def run_tests(sb: Sandbox, instance: Instance, cfg: SandboxConfig) -> SuiteRun:
     """Run the instance's tests once; the junit report travels after a random separator."""
     if instance.env.eval_script and cfg.backend == "docker":
         result = _run(sb, instance.env.eval_script, cfg)
@@ -97,14 +103,14 @@ def run_tests(sb, instance, cfg) -> SuiteRun:
     return SuiteRun(log=log, exit_code=result.exit_code, timed_out=result.timed_out, junit_xml=xml)
 
 
-def appended_test_files(instance) -> list[str]:
+def appended_test_files(instance: Instance) -> list[str]:
     """The instance's Python test files that its test command does not already name: the grader
     runs `test_cmd` followed by these (those missing from the checkout are dropped at run time)."""
     named = set(shlex.split(instance.env.test_cmd))
     return [f for f in instance.test_files() if f.endswith(".py") and f not in named]
 
 
-def _run(sb, cmd: str, cfg):
+def _run(sb: Sandbox, cmd: str, cfg: SandboxConfig) -> ExecResult:
     return sb.execute(cmd, timeout=cfg.test_timeout_s)
 
 

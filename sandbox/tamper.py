@@ -22,12 +22,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sandbox import reference
-from sandbox.base import SandboxError
-from sandbox.logparse import OK, FAILED, PASSED, SKIPPED, junit_key
+from sandbox.base import Sandbox, SandboxError
+from sandbox.logparse import FAILED, OK, PASSED, SKIPPED, JunitIndex, junit_key
 from swe_rlvr.patches import patch_files
 
 if TYPE_CHECKING:
     from sandbox.suite_run import SuiteRun
+    from swe_rlvr.config import SandboxConfig
+    from swe_rlvr.instances import Instance
 
 GIT = "git -c core.hooksPath=/dev/null -c core.fsmonitor=false"
 """git inside the grading sandbox, with hooks and fsmonitor off."""
@@ -89,16 +91,16 @@ def module_stem(filename: str) -> str:
     return ""
 
 
-def search_dirs(instance) -> tuple[str, ...]:
+def search_dirs(instance: Instance) -> tuple[str, ...]:
     """Where Python looks first when the tests run: the repo root (the cwd of `python -m pytest`),
     `src/` (the sandbox's PYTHONPATH), and the test files' directories (pytest's rootdir insertion)."""
     return tuple(dict.fromkeys(["", "src", *(f.rpartition("/")[0] for f in instance.test_files())]))
 
 
-def test_dir_inits(instance) -> set[str]:
+def test_dir_inits(instance: Instance) -> set[str]:
     """The `__init__.py` paths of every test directory on the test files' paths, from the first
     directory named like one (`tests`, `testing`, `test_x`, `x_tests`) down to the file."""
-    inits = set()
+    inits: set[str] = set()
     for f in instance.test_files():
         dirs = f.split("/")[:-1]
         first = next((i for i, d in enumerate(dirs) if TEST_DIR.fullmatch(d)), len(dirs))
@@ -106,7 +108,7 @@ def test_dir_inits(instance) -> set[str]:
     return inits
 
 
-def pytest_settings(name: str, text: str | None):
+def pytest_settings(name: str, text: str | None) -> object:
     """What pytest reads from the shared configuration file `name` holding `text` (None: no file):
     its pytest sections, or None. Text that does not parse gives a fresh object (equal to nothing)."""
     if text is None:
@@ -115,14 +117,14 @@ def pytest_settings(name: str, text: str | None):
         if name == "pyproject.toml":
             return tomllib.loads(text).get("tool", {}).get("pytest")
         parser = configparser.RawConfigParser(strict=False)
-        parser.optionxform = str
+        parser.optionxform = str  # type: ignore[assignment,method-assign]  # configparser's documented idiom
         parser.read_string(text)
         return {s: dict(parser.items(s)) for s in PYTEST_SECTIONS[name] if parser.has_section(s)} or None
     except Exception:  # noqa: BLE001 - unreadable configuration counts as changed
         return object()
 
 
-def pytest_section_changed(sb, path: str) -> bool:
+def pytest_section_changed(sb: Sandbox, path: str) -> bool:
     """Did the patch change what pytest reads from the shared configuration file `path`?"""
     name, quoted = path.rsplit("/", 1)[-1], shlex.quote(path)
     base = sb.execute(f"{GIT} show HEAD:{quoted} 2>/dev/null", timeout=60)
@@ -131,7 +133,7 @@ def pytest_section_changed(sb, path: str) -> bool:
             != pytest_settings(name, now.output if now.exit_code == 0 else None))
 
 
-def at_base(sb, paths: set[str]) -> set[str]:
+def at_base(sb: Sandbox, paths: set[str]) -> set[str]:
     """Those of `paths` (files or directories) that the base commit has."""
     if not paths:
         return set()
@@ -140,7 +142,7 @@ def at_base(sb, paths: set[str]) -> set[str]:
     return set(sb.execute("; ".join(checks) + "; true", timeout=60).output.splitlines()) & paths
 
 
-def infrastructure_resets(sb, instance, model_patch: str) -> list[tuple[str, str]]:
+def infrastructure_resets(sb: Sandbox, instance: Instance, model_patch: str) -> list[tuple[str, str]]:
     """(path, why) of every file or directory the patch touched that decides how the tests run,
     beside the test files (reset anyway); see the module docstring."""
     tests = set(instance.test_files())
@@ -151,9 +153,9 @@ def infrastructure_resets(sb, instance, model_patch: str) -> list[tuple[str, str
                if f.rsplit("/", 1)[-1] in PYTEST_SECTIONS and pytest_section_changed(sb, f)]
     entries = {f: entry for f in touched if (entry := new_entry(f, search_dirs(instance)))[0]}
     present = at_base(sb, {entry for entry, _ in entries.values()})
-    for f, (entry, why) in entries.items():
-        if entry not in present or why == METADATA:
-            resets.append((entry if entry not in present else f, why))
+    for f, (top, why) in entries.items():
+        if top not in present or why == METADATA:
+            resets.append((top if top not in present else f, why))
     return list(dict.fromkeys(resets))
 
 
@@ -178,7 +180,7 @@ class XfailMarks:
     functions: frozenset[str]
 
 
-def plant_checks(sb, instance, cfg, rng: random.Random | None = None) -> Checks:
+def plant_checks(sb: Sandbox, instance: Instance, cfg: SandboxConfig, rng: random.Random | None = None) -> Checks:
     """Read the pristine test files (base and test patch) and append the canaries to them."""
     texts = {f: read_text(sb, f) for f in graded_files(instance)}
     marks = {f: xfail_marks(text) for f, text in texts.items()}
@@ -187,18 +189,19 @@ def plant_checks(sb, instance, cfg, rng: random.Random | None = None) -> Checks:
     blocked, note = canaries_blocked(instance, cfg)
     if blocked:
         return Checks({}, expected, (note,) if note else ())
-    files = [f for f in texts if marks[f] is not None and not marks[f].module
+    files = [f for f, m in marks.items() if m is not None and not m.module
              and any(t.startswith(f"{f}::") and test_function(t).startswith("test") for t in listed)]
-    return Checks(plant_canaries(sb, files, texts, rng or _RNG), expected)
+    parsed = {f: text for f, text in texts.items() if text is not None}  # every file in `files`
+    return Checks(plant_canaries(sb, files, parsed, rng or _RNG), expected)
 
 
-def graded_files(instance) -> list[str]:
+def graded_files(instance: Instance) -> list[str]:
     """The Python files that FAIL_TO_PASS / PASS_TO_PASS ids name, in order."""
     ids = instance.fail_to_pass + instance.pass_to_pass
     return [f for f in dict.fromkeys(t.split("::", 1)[0] for t in ids if "::" in t) if f.endswith(".py")]
 
 
-def read_text(sb, path: str) -> str | None:
+def read_text(sb: Sandbox, path: str) -> str | None:
     result = sb.execute(f"cat -- {shlex.quote(path)} 2>/dev/null", timeout=60)
     return result.output if result.exit_code == 0 else None
 
@@ -210,6 +213,8 @@ def test_function(test_id: str) -> str:
 
 def xfail_marks(text: str | None) -> XfailMarks | None:
     """Where a test file's source expects XFAIL (see the module docstring); None if it does not parse."""
+    if text is None:
+        return None
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, TypeError):
@@ -230,14 +235,14 @@ def xfail_marks(text: str | None) -> XfailMarks | None:
                             and (any(map(says, n.decorator_list)) or any(map(says, n.body)))))
 
 
-def _says_xfail(node, aliases: set[str]) -> bool:
+def _says_xfail(node: ast.AST, aliases: set[str]) -> bool:
     """Does `node` name an xfail: an identifier that contains "xfail" (`mark.xfail`, `pytest.xfail`,
     a helper such as scikit-learn's `_mark_xfail_checks`) or a module-level alias of one?"""
     return any(isinstance(n, ast.Attribute) and "xfail" in n.attr.lower()
                or isinstance(n, ast.Name) and ("xfail" in n.id.lower() or n.id in aliases) for n in ast.walk(node))
 
 
-def _assigns_pytestmark(stmt) -> bool:
+def _assigns_pytestmark(stmt: ast.stmt) -> bool:
     targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
     return any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in targets)
 
@@ -245,8 +250,9 @@ def _assigns_pytestmark(stmt) -> bool:
 def xfail_expected(marks: XfailMarks | None, test_id: str) -> bool:
     """Does the pristine test file expect `test_id` to XFAIL?"""
     names = test_id.split("[", 1)[0].split("::")[1:]
-    return bool(marks and names) and (marks.module or any(c in marks.classes for c in names[:-1])
-                                      or names[-1] in marks.functions)
+    if marks is None or not names:
+        return False
+    return marks.module or any(c in marks.classes for c in names[:-1]) or names[-1] in marks.functions
 
 
 # --------------------------------------------------------------------------- canaries
@@ -263,7 +269,7 @@ CANARY_WORDS = (
 _RNG = random.SystemRandom()
 
 
-def canaries_blocked(instance, cfg) -> tuple[bool, str]:
+def canaries_blocked(instance: Instance, cfg: SandboxConfig) -> tuple[bool, str]:
     """(no canaries for this run, the note that says why where it is not the configuration's choice)."""
     if not (cfg.canaries and reference.is_pytest(instance)):
         return True, ""
@@ -291,7 +297,7 @@ def stopping_option(test_cmd: str) -> str:
     return ""
 
 
-def canary_rng(instance, episode_id: str) -> random.Random:
+def canary_rng(instance: Instance, episode_id: str) -> random.Random:
     """The canaries' random source for grading one episode: seeded by the instance's gold and test
     patches (the answer the policy is looking for, so nothing it sees predicts the draw) and the
     episode id. The same episode graded again gets the same canaries, so a rerun or a resumed run
@@ -300,7 +306,7 @@ def canary_rng(instance, episode_id: str) -> random.Random:
     return random.Random(int.from_bytes(hashlib.sha256(seed.encode()).digest(), "big"))
 
 
-def plant_canaries(sb, files: list[str], texts: dict[str, str], rng: random.Random) -> dict[str, str]:
+def plant_canaries(sb: Sandbox, files: list[str], texts: dict[str, str], rng: random.Random) -> dict[str, str]:
     """Append a passing and a failing canary to each of `files`; {test id: expected status}."""
     canaries, script = {}, ["set -e"]
     for f in files:
@@ -331,16 +337,18 @@ def canary_source(name: str, passes: bool, rng: random.Random) -> str:
     kind = rng.randrange(3)
     if kind == 0:
         values = [rng.randint(1, 99) for _ in range(rng.randint(2, 5))]
-        body = f"    values = {values}\n    assert sum(values) == {sum(values) + (0 if passes else rng.randint(1, 9))}\n"
+        total = sum(values) + (0 if passes else rng.randint(1, 9))
+        body = f"    values = {values}\n    assert sum(values) == {total}\n"
     elif kind == 1:
-        body = f"    parts = {f'{a},{b},{c}'!r}.split(',')\n    assert parts == {[a, b, c] if passes else [a, c, b]!r}\n"
+        order = [a, b, c] if passes else [a, c, b]
+        body = f"    parts = {f'{a},{b},{c}'!r}.split(',')\n    assert parts == {order!r}\n"
     else:
         table = {k: rng.randint(0, 9) for k in (a, b, c)}
         body = f"    table = {table!r}\n    assert sorted(table) == {sorted(table, reverse=not passes)!r}\n"
     return f"\n\ndef {name}():\n{body}"
 
 
-def canary_verdict(run: SuiteRun, parsed: dict[str, str], index) -> str:
+def canary_verdict(run: SuiteRun, parsed: dict[str, str], index: JunitIndex | None) -> str:
     """What the canaries say is wrong with the run ("" if nothing); see the module docstring."""
     complete = run.exit_code in (0, 1) and not run.timed_out
     keys = {junit_key(t) for t in run.canaries}

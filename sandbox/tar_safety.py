@@ -16,6 +16,8 @@ from __future__ import annotations
 import copy
 import os
 import tarfile
+from pathlib import Path
+from typing import Any
 
 NATIVE = hasattr(tarfile, "data_filter")
 """Whether tarfile has PEP 706's filters (CPython >= 3.11.4); tests turn it off to run the port."""
@@ -56,7 +58,7 @@ LinkOutsideDestinationError = getattr(tarfile, "LinkOutsideDestinationError",
                                       _LinkOutsideDestinationError)
 
 
-def replace(member: tarfile.TarInfo, **attrs) -> tarfile.TarInfo:
+def replace(member: tarfile.TarInfo, **attrs: Any) -> tarfile.TarInfo:
     """A shallow copy of `member` with `attrs` set (`TarInfo.replace(..., deep=False)`)."""
     if NATIVE:
         return member.replace(**attrs, deep=False)
@@ -76,11 +78,11 @@ def data_filter(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo:
     return replace(member, **new_attrs) if new_attrs else member
 
 
-def _filtered_attrs(member: tarfile.TarInfo, dest_path: str) -> dict:
+def _filtered_attrs(member: tarfile.TarInfo, dest_path: str) -> dict[str, Any]:
     """CPython 3.11.7's `tarfile._get_filtered_attrs(member, dest_path, for_data=True)`."""
     if len(member.name) > MAX_PATH_CHARS or len(member.linkname) > MAX_PATH_CHARS:
         raise OutsideDestinationError(member, member.name[:80] + "...")
-    new_attrs = {}
+    new_attrs: dict[str, Any] = {}
     name = member.name
     dest_path = os.path.realpath(dest_path)
     if name.startswith(("/", os.sep)):
@@ -90,7 +92,7 @@ def _filtered_attrs(member: tarfile.TarInfo, dest_path: str) -> dict:
     target_path = os.path.realpath(os.path.join(dest_path, name))
     if os.path.commonpath([target_path, dest_path]) != dest_path:
         raise OutsideDestinationError(member, target_path)
-    mode = member.mode
+    mode: int | None = member.mode
     if mode is not None:
         mode = mode & 0o755                       # no setuid/setgid/sticky, no group/other write
         if member.isreg() or member.islnk():
@@ -119,7 +121,7 @@ def _filtered_attrs(member: tarfile.TarInfo, dest_path: str) -> dict:
     return new_attrs
 
 
-def extract_filtered(tar: tarfile.TarFile, member: tarfile.TarInfo, dest) -> None:
+def extract_filtered(tar: tarfile.TarFile, member: tarfile.TarInfo, dest: str | Path) -> None:
     """Extract a member that already passed `data_filter` (a file or a directory). Without the
     native filters, tarfile's own attribute setting is skipped (it would chown to the member's
     owner, which the filter cleared) and the filtered mode is applied here."""

@@ -5,13 +5,18 @@ FAIL_TO_PASS / PASS_TO_PASS lists and resolution they give (`score`)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sandbox import reference
 from sandbox.grade_report import GradeReport
-from sandbox.logparse import OK, FAILED, SKIPPED, XFAIL, junit_index, junit_key, reported_failures
+from sandbox.logparse import FAILED, OK, SKIPPED, XFAIL, JunitIndex, junit_index, junit_key, reported_failures
 from sandbox.suite_run import SuiteRun
 from sandbox.tamper import canary_verdict
+
+if TYPE_CHECKING:
+    from swe_rlvr.instances import Instance
 
 
 @dataclass(frozen=True)
@@ -29,14 +34,14 @@ class Verdict:
     """What the canaries say is wrong ("" when nothing is)."""
 
 
-def judge(instance, run: SuiteRun, junit: bool) -> Verdict:
+def judge(instance: Instance, run: SuiteRun, junit: bool) -> Verdict:
     """SWE-bench's statuses of the run's log, then the guards and the canaries (see
     `sandbox.grading`'s docstring). Canaries are read from the log and junit, and left out of every
     status map."""
     parse = reference.instance_parser(instance)
     parsed = parse(run.log)
     ref = {t: s for t, s in parsed.items() if t not in run.canaries}
-    index = None
+    index: JunitIndex | None = None
     if junit and run.junit_xml:
         try:
             index = junit_index(run.junit_xml, parse)
@@ -61,7 +66,8 @@ def judge(instance, run: SuiteRun, junit: bool) -> Verdict:
                    tamper_reason=tamper)
 
 
-def _junit_guard(instance, run, statuses, listed, junit, index):
+def _junit_guard(instance: Instance, run: SuiteRun, statuses: dict[str, str], listed: list[str], junit: bool,
+                 index: JunitIndex | None) -> tuple[list[str], str]:
     if not junit:
         return [], ""
     passing = [t for t in listed if statuses.get(t) in OK]
@@ -71,14 +77,16 @@ def _junit_guard(instance, run, statuses, listed, junit, index):
     return bad, "the log says passed, the junit report does not"
 
 
-def _exit_code_guard(instance, run, statuses, listed, junit, index):
+def _exit_code_guard(instance: Instance, run: SuiteRun, statuses: dict[str, str], listed: list[str], junit: bool,
+                     index: JunitIndex | None) -> tuple[list[str], str]:
     if run.script or not reference.is_pytest(instance):
         return [], ""
     passing = [t for t in listed if statuses.get(t) in OK]
     if run.timed_out:
         return passing, f"the test run timed out (exit {run.exit_code}); its results are incomplete"
     if run.exit_code not in (0, 1):
-        return passing, f"pytest exited {run.exit_code} ({EXIT_MEANING.get(run.exit_code, 'killed or crashed')}) after reporting results"
+        meaning = EXIT_MEANING.get(run.exit_code, "killed or crashed")
+        return passing, f"pytest exited {run.exit_code} ({meaning}) after reporting results"
     failures = reported_failures(run.log)
     if failures is None and index is not None:
         failures = sum(s not in OK and s != SKIPPED for statuses_ in index.values() for s in statuses_)
@@ -87,12 +95,14 @@ def _exit_code_guard(instance, run, statuses, listed, junit, index):
     return passing, f"pytest exited {run.exit_code} but its summary reports {failures} failures"
 
 
-def _skipped_f2p_guard(instance, run, statuses, listed, junit, index):
+def _skipped_f2p_guard(instance: Instance, run: SuiteRun, statuses: dict[str, str], listed: list[str],
+                       junit: bool, index: JunitIndex | None) -> tuple[list[str], str]:
     return ([t for t in instance.fail_to_pass if statuses.get(t) == SKIPPED],
             "a FAIL_TO_PASS test skipped, so it shows no fix")
 
 
-def _xfail_guard(instance, run, statuses, listed, junit, index):
+def _xfail_guard(instance: Instance, run: SuiteRun, statuses: dict[str, str], listed: list[str], junit: bool,
+                 index: JunitIndex | None) -> tuple[list[str], str]:
     if not reference.is_pytest(instance):
         return [], ""
     expected = run.xfail_expected or frozenset()
@@ -101,8 +111,11 @@ def _xfail_guard(instance, run, statuses, listed, junit, index):
             "XFAIL, but the pristine test file does not mark the test xfail")
 
 
-GUARDS = (("junit", _junit_guard), ("exit_code", _exit_code_guard), ("skipped_f2p", _skipped_f2p_guard),
-          ("xfail", _xfail_guard))
+Guard = Callable[["Instance", SuiteRun, dict[str, str], list[str], bool, JunitIndex | None], tuple[list[str], str]]
+"""`(instance, run, statuses, listed, junit, index) -> (tests it fails, why)`."""
+GUARDS: tuple[tuple[str, Guard], ...] = (
+    ("junit", _junit_guard), ("exit_code", _exit_code_guard), ("skipped_f2p", _skipped_f2p_guard),
+    ("xfail", _xfail_guard))
 NOT_FAILED = OK + (SKIPPED,)
 """What SWE-bench does not count as a failure: the only statuses a guard may turn into FAILED."""
 
@@ -125,7 +138,7 @@ def why_not_run(run: SuiteRun) -> str:
     return what + (f"; the log ends: {tail[-400:]}" if tail else "")
 
 
-def score(instance, report: GradeReport, verdict: Verdict, log: str, notes: tuple[str, ...]) -> GradeReport:
+def score(instance: Instance, report: GradeReport, verdict: Verdict, log: str, notes: tuple[str, ...]) -> GradeReport:
     """F2P/P2P lists and the resolution, by SWE-bench's logic, with and without the guards."""
     statuses = verdict.statuses if verdict.ran else {}
     tests = reference.tests_report(instance, statuses)

@@ -153,7 +153,7 @@ def _shown_by_system(path: str) -> bool:
 
 def link_chain(path: Path, limit: int = 16) -> list[str]:
     """Every hop of `path`'s symlink chain (normalised, not resolved further)."""
-    hops = []
+    hops: list[str] = []
     while path.is_symlink() and len(hops) < limit:
         path = path.parent / os.readlink(path)
         hops.append(os.path.normpath(path))

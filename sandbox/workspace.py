@@ -52,8 +52,8 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _RESOLVED: dict[tuple[str, str], str] = {}
 
 
-def git(*args: str, cwd: Path | None = None, env: dict | None = None, check: bool = True,
-        stdin: str | None = None) -> subprocess.CompletedProcess:
+def git(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, check: bool = True,
+        stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run host-side git with system/global config, hooks and fsmonitor disabled."""
     full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **GIT_ENV, **(env or {})}
     proc = subprocess.run([*GIT_BASE, *args], cwd=cwd, env=full_env, input=stdin,
@@ -63,7 +63,7 @@ def git(*args: str, cwd: Path | None = None, env: dict | None = None, check: boo
     return proc
 
 
-def sandbox_root(workdir: str) -> Path:
+def sandbox_root(workdir: str | None) -> Path:
     """Root of bases and working copies: `workdir`, or a per-user directory in the temp dir."""
     root = Path(workdir) if workdir else Path(tempfile.gettempdir()) / f"swe-rlvr-{os.getuid()}"
     (root / "copies").mkdir(parents=True, exist_ok=True)
@@ -262,11 +262,12 @@ def tree_diff(git_dir: Path, work_tree: Path, sha: str, max_bytes: int) -> str:
                             sha, "--", ".", *excludes], env, max_bytes)
 
 
-def _capped_git(args: list[str], env: dict, max_bytes: int) -> str:
+def _capped_git(args: list[str], env: dict[str, str], max_bytes: int) -> str:
     """stdout of host git, read only up to `max_bytes` (PatchTooLarge past it)."""
     full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **GIT_ENV, **env}
     with subprocess.Popen([*GIT_BASE, *args], env=full_env, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE) as proc:
+        assert proc.stdout is not None and proc.stderr is not None  # both are PIPE
         out = proc.stdout.read(max_bytes + 1)
         if len(out) > max_bytes:
             proc.kill()

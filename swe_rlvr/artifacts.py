@@ -8,8 +8,8 @@ version when a column changes meaning or type; adding a nullable column is compa
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import pyarrow as pa
 
@@ -47,7 +47,8 @@ ROLLOUTS = pa.schema([
     ("messages_json", pa.string()),       # the chat messages, for reading and for guidance
     ("turns", pa.int32()),
     ("format_errors", pa.int32()),
-    ("termination", pa.string()),         # submitted|max_turns|context_overflow|timeout|format_errors|patch_too_large|error
+    # submitted|max_turns|context_overflow|timeout|format_errors|patch_too_large|error
+    ("termination", pa.string()),
     ("patch", pa.string()),
     ("gen_tokens", pa.int32()),
     ("gen_s", pa.float64()),
@@ -227,7 +228,7 @@ class EpisodeOutcome:
     @property
     def resolved(self) -> bool:
         """A sample whose grade resolved the instance (grading never resolves a tampered one)."""
-        return self.is_sample and bool(self.grade["resolved"])
+        return self.is_sample and self.grade is not None and bool(self.grade["resolved"])
 
     @property
     def tampered(self) -> bool:

@@ -16,7 +16,8 @@ import sys
 # command group -> "module:function" that adds its subparsers
 COMMAND_GROUPS: dict[str, str] = {
     "instances": "swe_rlvr.instances_cli:register",
-    "sandbox": "sandbox.cli:register",
+    "grade": "sandbox.cli:register",
+    "sandbox": "swe_rlvr.sweep_cli:register",   # `sandbox sweep` composes sandbox's and flows' sweeps
     "model": "agent.cli:register",
     "train": "flows.cli:register",
     "experiment": "flows.experiment_cli:register",

@@ -14,8 +14,9 @@ is the work that was necessary, so the time to do it is a lower bound).
 Time also has a memory floor: a forward reads every weight once, and a decode step also reads
 the KV cache of every key it attends (`forward_bytes`). At a few rows per step that floor, not the
 arithmetic, bounds decoding on a CPU: 8 rows of bf16 do 8 FLOPs per weight byte read, while a
-CPU's matmul rate over its memory bandwidth is in the tens to hundreds. `prefill_work` and `decode_work` count a generation's tokens and keys from its prompts; the
-trainer counts a packed row's keys from its segments (`causal_keys`).
+CPU's matmul rate over its memory bandwidth is in the tens to hundreds. `prefill_work` and
+`decode_work` count a generation's tokens and keys from its prompts; the trainer counts a packed
+row's keys from its segments (`causal_keys`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class Shape:
     layers: int
 
     @classmethod
-    def of(cls, model) -> "Shape":
+    def of(cls, model) -> Shape:
         """The shape of a transformers causal LM (tied or untied head)."""
         cfg = model.config
         embed = model.get_input_embeddings().weight

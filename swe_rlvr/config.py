@@ -26,28 +26,65 @@ from pathlib import Path
 from typing import Any
 
 from swe_rlvr.config_choices import (
-    Advantage, Algorithm, Compile, Device, Dtype, EngineName, ExpertStyle, GuidanceMode,
-    GuidancePart, GuidanceSource, GuidanceTrigger, InstanceFormat, Isolation, LossAgg, Objective,
-    Preset, SandboxBackend, Scaffold, Schedule, TaskRunner, Tier, TrainerEngine, WorkingCopy,
+    Advantage,
+    Algorithm,
+    Compile,
+    Device,
+    Dtype,
+    EngineName,
+    ExpertStyle,
+    GuidanceMode,
+    GuidancePart,
+    GuidanceSource,
+    GuidanceTrigger,
+    InstanceFormat,
+    Isolation,
+    LossAgg,
+    Objective,
+    Preset,
+    SandboxBackend,
+    Scaffold,
+    Schedule,
+    TaskRunner,
+    Tier,
+    TrainerEngine,
+    WorkingCopy,
 )
 from swe_rlvr.config_loading import (
-    ConfigError, check_choice, check_range, deep_merge, flatten, from_dict, parse_override,
-    read_values, to_dict,
+    ConfigError,
+    check_choice,
+    check_range,
+    deep_merge,
+    flatten,
+    from_dict,
+    parse_override,
+    read_values,
+    to_dict,
 )
 from swe_rlvr.config_ranges import RANGES, Range
 from swe_rlvr.config_rollout import (
-    AgentConfig, EngineConfig, GuidanceConfig, InstancesConfig, SandboxConfig,
+    AgentConfig,
+    EngineConfig,
+    GuidanceConfig,
+    InstancesConfig,
+    SandboxConfig,
 )
 from swe_rlvr.config_training import (
-    AlgorithmConfig, EvalConfig, OrchestrationConfig, RewardConfig, TrackingConfig, TrainerConfig,
+    AlgorithmConfig,
+    EvalConfig,
+    OrchestrationConfig,
+    RewardConfig,
+    TrackingConfig,
+    TrainerConfig,
     VerifierConfig,
 )
 
 
 @dataclass(frozen=True)
 class Config:
-    preset: Preset = ""
-    """Named bundle of paper settings applied before this file's values (see PRESETS)."""
+    preset: Preset | None = None
+    """Named bundle of paper settings applied before this file's values (see PRESETS; None: no
+    preset)."""
     instances: InstancesConfig = field(default_factory=InstancesConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
@@ -85,8 +122,8 @@ agree)."""
 def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
     """Build a Config from an optional YAML file and dotted `key=value` overrides."""
     data = read_values(path, overrides)
-    preset = data.get("preset", "")
-    if preset:
+    preset = data.get("preset")
+    if preset:  # None, and "" (how configs wrote none before), apply no preset
         if not isinstance(preset, str) or preset not in PRESETS:
             raise ConfigError(f"Unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}.")
         data = deep_merge(PRESETS[preset], data)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-Preset = Literal["", "nebius", "agent-rlvr"]
-"""`config.PRESETS`' names, and "" for none."""
+Preset = Literal["nebius", "agent-rlvr"]
+"""`config.PRESETS`' names."""
 
 InstanceFormat = Literal["auto", "swe-bench", "swe-gym", "swe-rebench", "swe-smith", "internal"]
 """Instance file loaders (`swe_rlvr.loaders`); auto tells them apart by their columns."""
@@ -43,7 +43,7 @@ Device = Literal["auto", "cpu", "cuda"]
 """Where the hf engine or the torch trainer runs (auto: cuda when torch sees a GPU)."""
 
 GuidanceSource = Literal["rules", "teacher"]
-"""Who writes the hint (`agent.guidance_sources.make_source`)."""
+"""Who writes the hint (`agent.recovery.make_source`)."""
 GuidancePart = Literal["plan", "feedback", "location"]
 """Agent-RLVR's three kinds of guidance."""
 GuidanceTrigger = Literal["unresolved", "any_failure"]

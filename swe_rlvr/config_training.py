@@ -10,8 +10,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from swe_rlvr.config_choices import (
-    Advantage, Algorithm, Autocast, Compile, Device, ExpertStyle, LossAgg, Objective, OldLogprobs, Schedule,
-    RayAuthMode, TaskRunner, TrainerEngine,
+    Advantage,
+    Algorithm,
+    Autocast,
+    Compile,
+    Device,
+    ExpertStyle,
+    LossAgg,
+    Objective,
+    OldLogprobs,
+    RayAuthMode,
+    Schedule,
+    TaskRunner,
+    TrainerEngine,
 )
 
 
@@ -136,8 +147,8 @@ class TrainerConfig:
     """Write a resumable checkpoint every this many optimiser steps (0: only the final one)."""
     keep_checkpoints: int = 1
     """Step checkpoints kept for resume (older ones deleted; 0: keep all)."""
-    deepspeed_config: str = ""
-    """DeepSpeed JSON config file ("" = built from these fields; see infra/deepspeed/)."""
+    deepspeed_config: str | None = None
+    """DeepSpeed JSON config file (None: built from these fields; see infra/deepspeed/)."""
 
 
 @dataclass(frozen=True)
@@ -181,8 +192,8 @@ class VerifierConfig:
 
 @dataclass(frozen=True)
 class TrackingConfig:
-    mlflow_uri: str = ""
-    """MLflow tracking URI ("" = sqlite:///<run_root>/mlflow.db)."""
+    mlflow_uri: str | None = None
+    """MLflow tracking URI (None: sqlite:///<run_root>/mlflow.db)."""
     experiment: str = "swe-rlvr"
     """MLflow experiment name."""
     registered_model: str = "swe-rlvr-policy"
@@ -202,10 +213,11 @@ class TrackingConfig:
     register_final: bool = False
     """Log and register the run's final policy even when log_checkpoints is off (one checkpoint
     in MLflow, not one per iteration), so `models:/<registered_model>@champion` exists."""
-    artifact_location: str = ""
-    """Artifact root of a new experiment ("" = <run_root>/mlartifacts for a local store)."""
-    ui_url: str = ""
-    """Base URL of the MLflow UI in the links a run prints and puts in Prefect ("" = mlflow_uri).
+    artifact_location: str | None = None
+    """Artifact root of a new experiment (None: <run_root>/mlartifacts for a local store, the
+    server's own for a server)."""
+    ui_url: str | None = None
+    """Base URL of the MLflow UI in the links a run prints and puts in Prefect (None: mlflow_uri).
     Set it where browsers reach the server by another name than the run does: the team stack's
     worker calls `http://mlflow:5000`, a browser `http://127.0.0.1:5000`."""
 
@@ -214,8 +226,8 @@ class TrackingConfig:
 class OrchestrationConfig:
     run_root: str = "runs"
     """Root of run directories (any fsspec path)."""
-    run_name: str = ""
-    """Run directory name ("" = generated); an existing one resumes."""
+    run_name: str | None = None
+    """Run directory name (None: generated from the clock); an existing one resumes."""
     iterations: int = 2
     """RL iterations."""
     rft_warmup: bool = True
@@ -259,8 +271,8 @@ class OrchestrationConfig:
     """threads or ray."""
     max_workers: int = 4
     """Concurrent episodes / gradings."""
-    ray_address: str = ""
-    """Ray cluster address ("" = the RAY_ADDRESS variable, else one local cluster for the whole
+    ray_address: str | None = None
+    """Ray cluster address (None: the RAY_ADDRESS variable, else one local cluster for the whole
     run, on 127.0.0.1 with its own temp dir and no dashboard)."""
     ray_auth_mode: RayAuthMode = "disabled"
     """Ray's RAY_AUTH_MODE, set explicitly so that a `~/.ray/auth_token` left by an earlier run

@@ -11,8 +11,8 @@ count: a hint's success is not the policy's. The history accumulates over the ru
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from swe_rlvr.artifacts import EpisodeOutcome
 

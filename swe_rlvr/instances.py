@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, fields
+from typing import Any
 
 from swe_rlvr.patches import patch_files
 
@@ -56,7 +57,7 @@ def name_problem(name: str) -> str:
     return ""
 
 
-def in_split(instance: "Instance", split: str) -> bool:
+def in_split(instance: Instance, split: str) -> bool:
     """Whether `instance` belongs to `split`: its own split, or any for `all`."""
     return split == ALL or instance.split == split
 
@@ -172,9 +173,10 @@ class Instance:
         return row
 
     @classmethod
-    def from_row(cls, row: dict) -> "Instance":
+    def from_row(cls, row: dict) -> Instance:
         """Inverse of `to_row`; tolerant of lists or tuples."""
-        env = EnvSpec(**{k: tuple(v) if isinstance(v, list) else v for k, v in row["env"].items()})
+        spec: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in row["env"].items()}
+        env = EnvSpec(**spec)
         kwargs = {f.name: row[f.name] for f in fields(cls) if f.name in row and f.name != "env"}
         kwargs["fail_to_pass"] = tuple(kwargs["fail_to_pass"])
         kwargs["pass_to_pass"] = tuple(kwargs["pass_to_pass"])

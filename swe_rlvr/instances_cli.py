@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     show = commands.add_parser("list", help="a table of the instances in a file")
     _source_args(show)
-    show.add_argument("--split", default="",
+    show.add_argument("--split", default=None,
                       help="only this split (train, test, dev; default: all)")
     show.set_defaults(handler=list_instances)
 
@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     export = commands.add_parser("export", help="write normalised instances (.parquet or .jsonl)")
     _source_args(export)
     export.add_argument("--out", required=True, help="instances.parquet, or a .jsonl file")
-    export.add_argument("--split", default="",
+    export.add_argument("--split", default=None,
                         help="only this split (train, test, dev; default: all)")
     export.add_argument("--skip-invalid", action="store_true", help="skip invalid records")
     export.set_defaults(handler=export_instances)

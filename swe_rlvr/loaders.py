@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import importlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from swe_rlvr.formats.fields import BadField
 from swe_rlvr.formats.internal import from_internal
@@ -39,7 +39,7 @@ _SKIP_HINT = "fix the record, or load with skip_invalid=True (CLI: --skip-invali
 class InstanceError(ValueError):
     """A record is malformed; the message names the instance (or row), the field and the fix."""
 
-    def __init__(self, message: str, record: "InvalidRecord | None" = None):
+    def __init__(self, message: str, record: InvalidRecord | None = None):
         super().__init__(message)
         self.record = record
 
@@ -80,6 +80,7 @@ def load_instances(path: str | Path, format: str = "auto",
     if format not in FORMATS:
         raise ValueError(f"Unknown instance format {format!r}; "
                          f"choose one of: {', '.join(FORMATS)}.")
+    mapper: Callable[[dict], Instance]
     if path == BUILTIN:
         records, fmt, mapper = _builtin_records(), BUILTIN, from_internal
     else:
@@ -258,8 +259,9 @@ def read_instances(path: str | Path) -> list[Instance]:
     return [Instance.from_row(row) for row in check("instances", tbl).to_pylist()]
 
 
-def select(instances: list[Instance], split: str = "", ids: tuple[str, ...] = ()) -> list[Instance]:
-    """The instances of one split (every one for "" or "all") and, if given, only these ids."""
+def select(instances: list[Instance], split: str | None = None,
+           ids: tuple[str, ...] = ()) -> list[Instance]:
+    """The instances of one split (every one for None or "all") and, if given, only these ids."""
     wanted = set(ids)
     return [i for i in instances if (not split or in_split(i, split))
             and (not wanted or i.instance_id in wanted)]

@@ -53,7 +53,7 @@ class ModelDims:
     intermediate: int
 
     @classmethod
-    def of(cls, model) -> "ModelDims":
+    def of(cls, model) -> ModelDims:
         cfg = model.config
         heads = cfg.num_attention_heads
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads

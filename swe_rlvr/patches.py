@@ -200,7 +200,9 @@ def reverse_patch(diff: str) -> str:
     hunk_ends = dict(_hunk_extents(diff, lines))
     while i < len(lines):
         if i in hunk_ends:
-            old, new, rest = _HUNK.match(lines[i]).groups()
+            header = _HUNK.match(lines[i])
+            assert header is not None  # `_hunk_extents` keys hunk header lines
+            old, new, rest = header.groups()
             out += [f"@@ -{new} +{old} @@{rest}", *_reverse_body(lines[i + 1:hunk_ends[i]])]
             i = hunk_ends[i]
             continue

@@ -21,9 +21,9 @@ import dataclasses
 import os
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator
 
 SAMPLE_S = 0.1
 _PAGE_MB = os.sysconf("SC_PAGE_SIZE") / 2 ** 20
@@ -39,10 +39,10 @@ class Total:
     logits: int = 0
     keys: int = 0
 
-    def minus(self, other: "Total") -> "Total":
+    def minus(self, other: Total) -> Total:
         return self.plus(other, sign=-1)
 
-    def plus(self, other: "Total", sign: int = 1) -> "Total":
+    def plus(self, other: Total, sign: int = 1) -> Total:
         return Total(*(a + sign * b for a, b in zip(dataclasses.astuple(self),
                                                     dataclasses.astuple(other))))
 

@@ -34,10 +34,11 @@ PREDICTIONS = "predictions.jsonl"
 
 @stage_task("evaluate")
 def evaluate(run_dir: str, iteration: int, rollouts_path: str, validations_path: str,
-             instances_path: str = "", verifier_path: str = "", cfg: Config | None = None) -> str:
+             instances_path: str | None = None, verifier_path: str | None = None,
+             cfg: Config | None = None) -> str:
     """Write `iter_<k>/eval.parquet` (scored by the verifier when one is given); returns its URL."""
     verifier_path = _usable_verifier(verifier_path, cfg)
-    inputs = dict(rollouts_path=rollouts_path, validations_path=validations_path)
+    inputs: dict[str, object] = dict(rollouts_path=rollouts_path, validations_path=validations_path)
     if verifier_path:
         inputs.update(instances_path=instances_path, verifier_path=verifier_path,
                       max_tokens=cfg.verifier.max_tokens)
@@ -83,18 +84,18 @@ def write_predictions(url: str, episodes: list[dict], model: str) -> int:
     return len(lines)
 
 
-def _usable_verifier(verifier_path: str, cfg: Config | None) -> str:
-    """`verifier_path` when best-of-k is on and the verifier was sealed, else ""."""
+def _usable_verifier(verifier_path: str | None, cfg: Config | None) -> str | None:
+    """`verifier_path` when best-of-k is on and the verifier was sealed, else None."""
     if not verifier_path or cfg is None or cfg.eval.best_of_k <= 0:
-        return ""
+        return None
     if not store.is_sealed(verifier_path):
         log.warning("no verifier at %s (that iteration had nothing to rank); this evaluation "
                     "reports no best@%d", verifier_path, cfg.eval.best_of_k)
-        return ""
+        return None
     return verifier_path
 
 
-def _scores(episodes: list[dict], instances_path: str, verifier_path: str, cfg: Config
+def _scores(episodes: list[dict], instances_path: str | None, verifier_path: str, cfg: Config
             ) -> dict[str, float]:
     """episode id -> the verifier's score of its (issue, patch)."""
     from tasks.rollout import read_instances

@@ -40,8 +40,7 @@ def guidance(run_dir: str, iteration: int, validations_path: str, rollouts_path:
 
 def _hints(rollouts: list[dict], validations: list[dict], instances: dict, cfg: Config
            ) -> list[dict]:
-    from agent.guidance_sources import make_source
-    from agent.recovery import select_failed, write_guidance
+    from agent.recovery import make_source, select_failed, write_guidance
     failures = select_failed(outcomes(rollouts, validations), cfg.guidance.trigger)
     source = make_source(cfg.guidance, BaseFiles(repo_store(cfg)))
     return [g.to_row() for g in write_guidance(instances, failures, source)]

@@ -113,7 +113,7 @@ def source_path(cfg: Config) -> str:
 @stage_task("instances")
 def instances(run_dir: str, iteration: int, cfg: Config, split: str, out: str = "instances",
               limit: int | None = None, rotate: bool = True, part: str = "all",
-              curriculum_path: str = "") -> str:
+              curriculum_path: str | None = None) -> str:
     """Write the iteration's instances of `split` to `iter_<k>/<out>.parquet`; returns its URL.
 
     `rotate`: iteration k takes the k-th window of `limit` instances (training); otherwise

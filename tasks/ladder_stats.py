@@ -27,15 +27,16 @@ bootstrap resamples can be enumerated by hand.
       MDD = (z_0.975 + z_0.8) * sqrt(2 p (1 - p) / (n r S)).
   With instance rates p_i that differ, mean p_i (1 - p_i) <= p (1 - p) (Jensen), so the formula
   errs towards a larger MDD; what it leaves out is seed-to-seed variance of training, an effect
-  that differs between instances, and any correlation between the arms' episodes on an instance. Inverted, the instances needed to detect
-  a difference delta at r runs and S seeds are n = (z_0.975 + z_0.8)^2 2 p (1 - p) / (r S delta^2),
+  that differs between instances, and any correlation between the arms' episodes on an instance.
+  Inverted, the instances needed to detect a difference delta at r runs and S seeds are n =
+  (z_0.975 + z_0.8)^2 2 p (1 - p) / (r S delta^2),
   rounded up.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable
 from statistics import fmean, stdev
-from typing import Iterable
 
 from swe_rlvr.artifacts import EpisodeOutcome, dropped, outcomes
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from swe_rlvr.config import Config, ConfigError
 from tasks import store
-from tasks.tracking import _local, _local_root, client, tracking_uri
+from tasks.tracking_store import client, tracking_uri
 
 MODELS = "models:/"
 FLAVOR_TASK = "text-generation"
@@ -38,7 +38,7 @@ def register(cfg: Config, mlc: Any, run_id: str, run_dir: str, step: int, ckpt: 
     and champion if best."""
     path = f"checkpoints/policy_{step}"
     with tempfile.TemporaryDirectory(prefix="swe-rlvr-model-") as tmp:
-        save_flavor(_local(ckpt), Path(tmp) / "model")
+        save_flavor(store.local_copy(ckpt), Path(tmp) / "model")
         mlc.log_artifacts(run_id, str(Path(tmp) / "model"), path)
     name = cfg.tracking.registered_model
     from mlflow.exceptions import MlflowException
@@ -86,9 +86,10 @@ def _champion_pass1(mlc: Any, name: str) -> float:
 def resolve_model(cfg: Config) -> Config:
     """`cfg` with an engine.model of `models:/<name>@<alias>` or `models:/<name>/<version>`
     replaced by the registered version's local directory (downloaded once); else `cfg`."""
-    if not cfg.engine.model.startswith(MODELS):
+    model = cfg.engine.model
+    if model is None or not model.startswith(MODELS):
         return cfg
-    local = registered_model_dir(cfg, cfg.engine.model)
+    local = registered_model_dir(cfg, model)
     return dataclasses.replace(cfg, engine=dataclasses.replace(cfg.engine, model=local))
 
 
@@ -131,7 +132,7 @@ def registered_model_dir(cfg: Config, uri: str) -> str:
 
 
 def _model_cache(cfg: Config) -> Path:
-    root = _local_root(cfg)
+    root = store.local_dir(cfg.orchestration.run_root)
     return (root or Path(tempfile.gettempdir()) / "swe-rlvr") / ".models" / "registry"
 
 

@@ -30,7 +30,7 @@ def start_tracking(cfg: Config, run_dir: str) -> str:
 
 
 @task(name="track-step", **_TRACKING)
-def track_step(cfg: Config, run_id: str, run_dir: str, step: int, policy_dir: str = "",
+def track_step(cfg: Config, run_id: str, run_dir: str, step: int, policy_dir: str | None = None,
                prefix: str = "", final: bool = False) -> dict[str, float]:
     """Log step k's metrics, artifacts and (when trained here) policy k's checkpoint; `prefix`
     names a side evaluation (`base_`) logged into the same run; `final`: policy k is the run's

@@ -15,8 +15,9 @@ The episodes' policy version is the iteration (step) whose policy sampled them.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from swe_rlvr.config import Config
 from swe_rlvr.instances import Instance
@@ -36,13 +37,13 @@ def read_instances(url: str) -> list[Instance]:
     return [Instance.from_row(r) for r in store.read_rows(url, "instances")]
 
 
-def read_guidance(url: str) -> dict[str, str] | None:
+def read_guidance(url: str | None) -> dict[str, str] | None:
     return {r["instance_id"]: r["text"] for r in store.read_rows(url, "guidance")} if url else None
 
 
 @stage_task("rollout")
 def rollout(run_dir: str, iteration: int, instances_path: str, policy_dir: str, cfg: Config,
-            out: str = "rollouts", guidance_path: str = "", group_size: int = 0) -> str:
+            out: str = "rollouts", guidance_path: str | None = None, group_size: int = 0) -> str:
     """Sample `group_size` (default algorithm.group_size) episodes per instance; ROLLOUTS rows."""
     group_size = group_size or cfg.algorithm.group_size
     key, done = finished(run_dir, iteration, out, instances_path=instances_path,

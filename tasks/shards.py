@@ -21,8 +21,9 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from swe_rlvr.config import Config
 

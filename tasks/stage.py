@@ -5,20 +5,21 @@ persisted and cached under `ArtifactInputs` (content hashes of input artifacts +
 config). Its body starts with `finished(...)`: when the stage's manifest already records the same
 input key, the task returns the recorded output without doing the work again.
 
-What a stage did is said once, from its manifest (`announce`): one line per finished or reused
-stage in the Prefect run log (`run_logger`), so the UI shows the same facts the manifest records.
+What a stage did is said once, from its manifest (`tasks.runlog.announce`): one line per finished
+or reused stage in the Prefect run log, so the UI shows the same facts the manifest records.
 """
 
 from __future__ import annotations
 
-import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from prefect import task
 
 from tasks import store
 from tasks.cache import ARTIFACT_INPUTS, input_key
 from tasks.errors import retry_on_infra
+from tasks.runlog import announce
 
 RETRIES = 2
 RETRY_DELAYS_S = [2, 10, 30]
@@ -50,31 +51,3 @@ def finished(run_dir: str, iteration: int, stage: str, **inputs: Any) -> tuple[s
         announce(done, reused=True)
     return key, (done["outputs"]["main"]["url"] if done else None)
 
-
-def run_logger() -> logging.Logger | logging.LoggerAdapter:
-    """Prefect's logger of the current task or flow run (its lines show in the UI), else this
-    module's logger (a task called as `task.fn(...)`, a library call outside any flow)."""
-    from prefect.exceptions import MissingContextError
-    from prefect.logging import get_run_logger
-    try:
-        return get_run_logger()
-    except MissingContextError:
-        return logging.getLogger(__name__)
-
-
-def manifest_line(manifest: dict) -> str:
-    """One line of what a stage did: each output (its rows or sealed directory, where it lies),
-    wall time and peak RSS, e.g. `rollouts: main 16 rows -> runs/a/iter_0/rollouts.parquet; ...`."""
-    outputs = "; ".join(f"{name} {_size(out)}-> {out['url']}"
-                        for name, out in manifest.get("outputs", {}).items())
-    return (f"{manifest['stage']}: {outputs or 'no outputs'}; {manifest.get('wall_s', 0.0):.1f} s, "
-            f"peak RSS {manifest.get('peak_rss_mb', 0.0):.0f} MB")
-
-
-def _size(output: dict) -> str:
-    return f"{output['rows']} rows " if "rows" in output else ""
-
-
-def announce(manifest: dict, reused: bool = False) -> None:
-    """Log `manifest_line` of a stage that just finished (or was reused from an earlier run)."""
-    run_logger().info(("reused " if reused else "") + manifest_line(manifest))

@@ -6,8 +6,10 @@ directory is filled as `<name>.partial` and renamed. Last of all the stage write
 `_stages/<stage>.json`, holding the key of the inputs it was computed from, the outputs with their
 content hashes, its wall time, the process's peak resident set while it ran and the work spans
 it recorded (`swe_rlvr.spans`). A finished stage gives the memory it freed back to the OS
-(`swe_rlvr.memory.release`), so the next one starts from what is still in use. A stage whose manifest exists with the same input key is done,
-so a crashed flow resumes with nothing lost or done twice even without Prefect's cache store.
+(`swe_rlvr.memory.release`), so the next one starts from what is still in use. A stage whose
+manifest exists with the same input key is done, so a crashed flow resumes with nothing lost or
+done twice even without Prefect's cache store. The finished stage is announced in the run's log
+(`tasks.runlog`).
 """
 
 from __future__ import annotations
@@ -15,17 +17,21 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from pathlib import Path
+from typing import Any
 
 import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from swe_rlvr import artifacts, memory, spans
+from tasks.runlog import announce
 
 SUCCESS = "_SUCCESS"
 _HASH_CHUNK = 1 << 20
@@ -35,6 +41,23 @@ def fs_and_path(url: str) -> tuple[Any, str]:
     """The fsspec filesystem of `url` and the path inside it."""
     fs, path = fsspec.core.url_to_fs(str(url))
     return fs, path
+
+
+def local_dir(url: str) -> Path | None:
+    """The absolute local path of `url`; None where it lies on a remote filesystem."""
+    fs, path = fs_and_path(url)
+    return Path(path).resolve() if "file" in fs.protocol else None
+
+
+def local_copy(url: str) -> str:
+    """A local path holding `url`'s file or directory: its own on a local filesystem, else a
+    download into a fresh temporary directory."""
+    fs, path = fs_and_path(url)
+    if "file" in fs.protocol:
+        return path
+    dst = Path(tempfile.mkdtemp(prefix="swe-rlvr-")) / path.rsplit("/", 1)[-1]
+    fs.get(path, str(dst), recursive=True)
+    return str(dst)
 
 
 def join(*parts: str) -> str:
@@ -197,7 +220,6 @@ def stage(iter_dir: str, name: str, input_key: str) -> Iterator[Stage]:
                     "peak_rss_mb": rss.peak_mb, "spans": work, "finished_at": time.time(),
                     **st.info}
         write_json(st.manifest_url, manifest)
-        from tasks.stage import announce  # tasks.stage imports this module
         announce(manifest)
     finally:
         fs, path = fs_and_path(running)

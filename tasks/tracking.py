@@ -17,22 +17,23 @@
   mean reward per iteration).
 - Registry, retraining decisions and `models:/` URIs: `tasks.registry`.
 The default store is SQLite under the run root with the artifact location beside it; a team
-server (`infra/docker-compose.yml`) is one `tracking.mlflow_uri` away.
+server (`infra/docker-compose.yml`) is one `tracking.mlflow_uri` away (`tasks.tracking_store`).
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from swe_rlvr.config import Config, flatten
 from swe_rlvr.artifacts import outcomes
+from swe_rlvr.config import Config, flatten
 from tasks import metrics, store
-from tasks.stage import run_logger
+from tasks.registry import register
+from tasks.runlog import run_logger
+from tasks.tracking_store import artifact_location, client, tracking_uri
 
 RUN_FILE = "mlflow_run.json"
 PLOT = "plots/progress.png"
@@ -47,38 +48,6 @@ STEP_LINE = (("train_episodes", "{:.0f} episodes"), ("train_resolve_rate", "reso
              ("guided_recovery_rate", "guided recovery {:.3f}"), ("loss", "loss {:.4g}"),
              ("tokens_per_s", "{:.0f} trained tokens/s"),
              ("gen_tokens_per_s", "{:.0f} sampled tokens/s"))
-
-
-def _local_root(cfg: Config) -> Path | None:
-    fs, path = store.fs_and_path(cfg.orchestration.run_root)
-    return Path(path).resolve() if "file" in fs.protocol else None
-
-
-def tracking_uri(cfg: Config) -> str:
-    """tracking.mlflow_uri, else `sqlite:///<run_root>/mlflow.db` (absolute)."""
-    if cfg.tracking.mlflow_uri:
-        return cfg.tracking.mlflow_uri
-    root = _local_root(cfg)
-    if root is None:
-        raise ValueError("orchestration.run_root is not a local path, so the default SQLite "
-                         "MLflow store cannot live there; set tracking.mlflow_uri to a server.")
-    root.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{root / 'mlflow.db'}"
-
-
-def artifact_location(cfg: Config) -> str | None:
-    """tracking.artifact_location, else `<run_root>/mlartifacts` for a local run root."""
-    if cfg.tracking.artifact_location:
-        return cfg.tracking.artifact_location
-    root = _local_root(cfg)
-    if root is None or cfg.tracking.mlflow_uri.startswith("http"):
-        return None  # a server chooses its own artifact store
-    return (root / "mlartifacts").as_uri()
-
-
-def client(cfg: Config) -> Any:
-    from mlflow.tracking import MlflowClient
-    return MlflowClient(tracking_uri=tracking_uri(cfg), registry_uri=tracking_uri(cfg))
 
 
 def experiment_id(mlc: Any, cfg: Config) -> str:
@@ -173,7 +142,7 @@ def _recovery(episodes: list, guidance: list[dict]) -> dict[str, float]:
     return metrics.recovery_metrics(episodes, {g["instance_id"] for g in guidance}, guidance)
 
 
-def log_step(cfg: Config, run_id: str, run_dir: str, step: int, policy_dir: str = "",
+def log_step(cfg: Config, run_id: str, run_dir: str, step: int, policy_dir: str | None = None,
              prefix: str = "", final: bool = False) -> dict[str, float]:
     """Log `iter_<step>`'s metrics at `step` and its artifacts, once; returns the metrics.
 
@@ -200,14 +169,13 @@ def log_step(cfg: Config, run_id: str, run_dir: str, step: int, policy_dir: str 
     registered = {}
     registers = cfg.tracking.log_checkpoints or (final and cfg.tracking.register_final)
     if policy_dir and registers and store.is_sealed(policy_dir):
-        from tasks.registry import register
         registered = register(cfg, mlc, run_id, run_dir, step, policy_dir, values.get("pass1"))
     store.write_json(marker, {"metrics": values, "registered": registered})
     run_logger().info(step_line(step, values, policy_dir, registered, prefix))
     return values
 
 
-def step_line(step: int, values: dict[str, float], policy_dir: str = "",
+def step_line(step: int, values: dict[str, float], policy_dir: str | None = None,
               registered: dict | None = None, prefix: str = "") -> str:
     """One line of what step k logged: pass@1, episodes, resolve rate, loss, tokens/s, and the
     policy's checkpoint (with its registered version when there is one)."""
@@ -227,17 +195,8 @@ def _log_files(mlc: Any, run_id: str, run_dir: str, iteration: int, folder: str 
     for name in PARQUETS:
         url = store.join(it, f"{name}.parquet")
         if store.exists(url):
-            mlc.log_artifact(run_id, _local(url), "/".join(filter(None, [folder,
+            mlc.log_artifact(run_id, store.local_copy(url), "/".join(filter(None, [folder,
                                                                           f"iter_{iteration}"])))
-
-
-def _local(url: str) -> str:
-    fs, path = store.fs_and_path(url)
-    if "file" in fs.protocol:
-        return path
-    dst = Path(tempfile.mkdtemp(prefix="swe-rlvr-")) / path.rsplit("/", 1)[-1]
-    fs.get(path, str(dst), recursive=True)
-    return str(dst)
 
 
 def _plot(mlc: Any, run_id: str) -> None:

@@ -3,10 +3,11 @@
 `algorithm.name` picks the `trainer.loops` function: dapo/grpo train on the kept episodes with
 their advantages, rft on the resolved ones, dpo on Agent-RLVR's (guided success, unguided
 failure) pairs. `trainer.launch.train` runs it here, or on `trainer.num_gpus` GPUs
-(`trainer.processes` CPU processes) under torchrun. The trainer works in `iter_<k>/update_work/`
-(its step checkpoints let a killed update resume there); the final checkpoint is then moved to
-`iter_<k>/checkpoint/` and sealed with a `_SUCCESS` marker holding its content hash, so a
-half-written checkpoint is never taken for done.
+(`trainer.processes` CPU processes) under torchrun; the inference servers (this process's and
+the run's shared one) are stopped first, so the trainer gets their memory. The trainer works in
+`iter_<k>/update_work/` (its step checkpoints let a killed update resume there); the final
+checkpoint is then moved to `iter_<k>/checkpoint/` and sealed with a `_SUCCESS` marker holding
+its content hash, so a half-written checkpoint is never taken for done.
 With nothing to learn from (every group dropped), policy k+1 is policy k, copied unchanged.
 """
 
@@ -25,8 +26,10 @@ LOOPS = {"dapo": "dapo", "grpo": "dapo", "rft": "rft", "dpo": "dpo"}
 
 @stage_task("update")
 def update(run_dir: str, iteration: int, policy_dir: str, rollouts_path: list[str],
-           rewards_path: str, validations_path: list[str], cfg: Config, algorithm: str = "") -> str:
-    """Train policy k; returns `iter_<k>/checkpoint` (policy k+1)."""
+           rewards_path: str, validations_path: list[str], cfg: Config,
+           algorithm: str | None = None) -> str:
+    """Train policy k; returns `iter_<k>/checkpoint` (policy k+1). `algorithm`: this update's
+    (the warm-ups' rft), else algorithm.name."""
     algorithm = algorithm or cfg.algorithm.name
     if algorithm not in LOOPS:
         raise ValueError(f"Unknown algorithm {algorithm!r}; choose one of: {', '.join(LOOPS)}.")
@@ -56,6 +59,7 @@ def update(run_dir: str, iteration: int, policy_dir: str, rollouts_path: list[st
 
 def _train(algorithm: str, policy_dir: str, rollouts: list[dict], rewards: list[dict],
            grades: list[dict], cfg: Config, work: Path) -> tuple[Path, list[dict]]:
+    from agent.engines.served import release_all
     from trainer.episodes import episodes_from_rows
     from trainer.launch import train
     episodes = episodes_from_rows(rollouts, rewards, kept_only=algorithm in ("dapo", "grpo"))
@@ -65,6 +69,7 @@ def _train(algorithm: str, policy_dir: str, rollouts: list[dict], rewards: list[
         by_id = {e.episode_id: e for e in episodes}
         episodes = [(by_id[c], by_id[r]) for c, r in build_pairs(outcomes(rollouts, grades))
                     if c in by_id and r in by_id]
+    release_all()   # inference servers give their memory to the trainer (here or its ranks)
     result = train(LOOPS[algorithm], Path(policy_dir), episodes, cfg, work)
     return Path(result.checkpoint), result.metrics
 

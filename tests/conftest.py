@@ -25,3 +25,21 @@ def tiny_model_dir(tmp_path_factory):
     """A tiny random Qwen2 model with an offline BPE tokenizer, built once per test session."""
     from agent.models import build_tiny
     return build_tiny(tmp_path_factory.mktemp("tiny-model"))
+
+
+@pytest.fixture(scope="session")
+def prefect_api():
+    """One real Prefect API (a temporary SQLite database) for the whole test run, as Prefect's
+    testing guide advises: a harness per module paid its start-up (migrations) every time. Under
+    pytest-xdist each worker has its own, beside its own PREFECT_HOME."""
+    from prefect.testing.utilities import prefect_test_harness
+    with prefect_test_harness(server_startup_timeout=180):
+        yield
+
+
+@pytest.fixture(scope="session")
+def builtin_repo_store(tmp_path_factory):
+    """One store of the built-in suite's git repos, materialised on first use and shared by every
+    test that rolls out or grades built-in instances (`swe_rlvr.builtin.materialize` is
+    idempotent and safe under concurrent callers)."""
+    return tmp_path_factory.mktemp("builtin-repo-store")

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from process_support import stop
 
@@ -38,11 +40,14 @@ def ray_env(home: Path) -> dict[str, str]:
 def ray_cluster(tmp: Path, nodes: int, cpus: int, env: dict[str, str],
                 gpus: int = 0) -> Iterator[str]:
     """Start the cluster, yield its address (127.0.0.1:port), stop it and its process group.
-    Everything Ray writes, its current-cluster file included, stays under `tmp`."""
+    Everything Ray writes, its current-cluster file included, stays under `tmp`, but for its
+    session directory: that goes to a short directory of its own under the system temp dir, since
+    Ray's socket paths must fit AF_UNIX's 107 bytes and a pytest-xdist worker's `tmp` is long."""
     ready = tmp / "address"
+    session = Path(tempfile.mkdtemp(prefix="ray-"))
     proc = subprocess.Popen(
         [sys.executable, __file__, f"--nodes={nodes}", f"--cpus={cpus}", f"--gpus={gpus}",
-         f"--temp-dir={tmp / 'ray'}", f"--ready={ready}"],
+         f"--temp-dir={session}", f"--ready={ready}"],
         env={**env, "RAY_TMPDIR": str(tmp)}, stdout=subprocess.DEVNULL,
         stderr=open(tmp / "cluster.log", "w"),
         start_new_session=True)
@@ -55,6 +60,7 @@ def ray_cluster(tmp: Path, nodes: int, cpus: int, env: dict[str, str],
         yield ready.read_text()
     finally:
         stop(proc)
+        shutil.rmtree(session, ignore_errors=True)
 
 
 def _serve(nodes: int, cpus: int, temp_dir: str, ready: Path, gpus: int = 0) -> None:

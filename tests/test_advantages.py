@@ -7,8 +7,14 @@ import math
 import pytest
 import torch
 
-from trainer.advantages import (curriculum_filter, drgrpo_advantages, group_advantages,
-                                 grpo_advantages, has_signal, rloo_advantages)
+from trainer.advantages import (
+    curriculum_filter,
+    drgrpo_advantages,
+    group_advantages,
+    grpo_advantages,
+    has_signal,
+    rloo_advantages,
+)
 
 
 def test_grpo_uses_sample_std():

@@ -48,6 +48,7 @@ def rollout_and_grade(instances, engine, env, agent_cfg=AgentConfig(), guidance=
     return trajs, reports
 
 
+@pytest.mark.e2e
 def test_gold_script_resolves_every_builtin_instance(builtin, env, tokenizer):
     trajs, reports = rollout_and_grade(builtin, ScriptedPolicy(tokenizer, builtin), env)
     problems = [(t.instance_id, t.termination, t.error, r.resolution)

@@ -64,8 +64,11 @@ def test_runner_groups_batches_and_survives_crashes(tmp_path, tokenizer):
     missing = dataclasses.replace(instance, instance_id="gone__repo-1", repo="gone/repo")
     engine = Counting(ScriptedPolicy(tokenizer, [instance]))
     out = tmp_path / "iter_3" / "rollouts.parquet"
+    # A batch goes out when every live episode waits for one (or after max_wait_s): with a wait
+    # longer than any sandbox start, the first batch holds the four live episodes on any machine,
+    # where 20 ms let a busy host's staggered sandbox starts send every prompt alone.
     trajs = run_rollouts([instance, unknown, missing], engine, AgentConfig(), toy_sandbox_cfg(tmp_path),
-                         store, group_size=3, iteration=3, workers=4, out=out, progress=False)
+                         store, group_size=3, iteration=3, workers=4, out=out, progress=False, max_wait_s=60)
     assert [(t.instance_id, t.sample) for t in trajs] == \
         [(i.instance_id, s) for i in (instance, unknown, missing) for s in range(3)]
     good, bad, gone = trajs[:3], trajs[3:6], trajs[6:]

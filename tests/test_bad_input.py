@@ -13,7 +13,10 @@ import pytest
 from swe_rlvr.cli import main
 from swe_rlvr.config import ConfigError, load_config
 from swe_rlvr.loaders import (
-    InstanceError, InstanceFileError, load_instances, read_instances,
+    InstanceError,
+    InstanceFileError,
+    load_instances,
+    read_instances,
 )
 
 PATCH = ("diff --git a/astropy/modeling/separable.py b/astropy/modeling/separable.py\n"

@@ -109,12 +109,12 @@ def test_evaluate_ignores_a_missing_verifier_with_a_warning(tmp_path, caplog):
     from tasks.evaluate import _usable_verifier
     on = load_config(None, ["eval.best_of_k=2"])
     with warnings_of("tasks.evaluate", caplog):
-        assert _usable_verifier(str(tmp_path / "iter_0" / "verifier"), on) == ""
+        assert _usable_verifier(str(tmp_path / "iter_0" / "verifier"), on) is None
     assert "reports no best@2" in caplog.text
     (tmp_path / "v").mkdir()
     (tmp_path / "v" / "_SUCCESS").write_text("{}")
     assert _usable_verifier(str(tmp_path / "v"), on) == str(tmp_path / "v")
-    assert _usable_verifier(str(tmp_path / "v"), load_config(None, [])) == ""   # best-of-k off
+    assert _usable_verifier(str(tmp_path / "v"), load_config(None, [])) is None   # best-of-k off
 
 
 def test_verifier_task_trains_nothing_when_off_or_one_sided(tmp_path, caplog):

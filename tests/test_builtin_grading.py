@@ -17,6 +17,7 @@ from test_sandbox_support import sandbox_config
 builtin = pytest.importorskip("swe_rlvr.builtin", reason="the built-in suite is not installed")
 
 
+@pytest.mark.e2e
 def test_gold_resolves_and_empty_does_not_for_every_builtin_instance(tmp_path):
     instances = builtin_sample()
     cfg = sandbox_config(tmp_path)

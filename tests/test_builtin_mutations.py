@@ -17,9 +17,19 @@ from pathlib import Path
 import pytest
 
 from swe_rlvr.builtin import load_builtin, materialize, store
-from swe_rlvr.builtin.mutations import (EASY, FIRST_PROJECTS, GENERATED, HOLDOUT_PROJECTS,
-                                        Mutation, candidates, greppable, project_candidates,
-                                        split_of, spread, tiers_of)
+from swe_rlvr.builtin.mutations import (
+    EASY,
+    FIRST_PROJECTS,
+    GENERATED,
+    HOLDOUT_PROJECTS,
+    Mutation,
+    candidates,
+    greppable,
+    project_candidates,
+    split_of,
+    spread,
+    tiers_of,
+)
 from swe_rlvr.builtin.operators import GROWN, OPERATORS
 from swe_rlvr.builtin.outcomes import passed, run_pytest
 from swe_rlvr.builtin.reports import failure_excerpt, statement
@@ -265,11 +275,12 @@ def _sample():
     return [groups[key][len(groups[key]) // 2] for key in sorted(groups)]
 
 
-@pytest.fixture(scope="module")
-def repo_store(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("repo_store")
+@pytest.fixture
+def repo_store(builtin_repo_store) -> Path:
+    return builtin_repo_store
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("instance", _sample(), ids=lambda i: i.instance_id)
 def test_sampled_instance_fails_at_base_and_passes_with_gold(instance, repo_store, tmp_path):
     work = tmp_path / "work"

@@ -21,8 +21,8 @@ import pytest
 from builtin_support import builtin_sample
 from swe_rlvr.builtin import load_builtin, materialize, store
 from swe_rlvr.builtin.build import build_instances, tier_of
-from swe_rlvr.builtin.mutations import FIRST_PROJECTS
 from swe_rlvr.builtin.mutants import generate_instances
+from swe_rlvr.builtin.mutations import FIRST_PROJECTS
 from swe_rlvr.builtin.outcomes import passed, run_pytest
 from swe_rlvr.builtin.repository import git
 from swe_rlvr.instances import DEFAULT_TEST_CMD
@@ -33,9 +33,9 @@ TIERS = ("easy", "medium", "hard")
 RANK = {"easy": 1, "medium": 2, "hard": 3}
 
 
-@pytest.fixture(scope="module")
-def repo_store(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("repo_store")
+@pytest.fixture
+def repo_store(builtin_repo_store) -> Path:
+    return builtin_repo_store
 
 
 def test_counts_projects_and_splits():
@@ -107,6 +107,7 @@ def test_load_builtin_rejects_unknown_split_and_kind():
         load_builtin(kind="generated")
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("instance", builtin_sample(), ids=lambda i: i.instance_id)
 def test_instance_fails_then_passes_with_gold_patch(instance, repo_store, tmp_path):
     """SWE-bench semantics on the touched test files: F2P fail and P2P pass before, all pass after."""

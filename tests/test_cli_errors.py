@@ -35,12 +35,6 @@ def test_log_lines_lose_their_tracebacks_even_when_another_handler_formatted_the
     assert "Traceback" in logging.Formatter().format(record)    # the record itself is untouched
 
 
-@pytest.fixture(scope="module")
-def prefect_api():
-    from prefect.testing.utilities import prefect_test_harness
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
-
 
 @task(name="instances", retries=0)
 def _pick(split: str) -> str:
@@ -76,7 +70,7 @@ def test_the_message_is_cause_then_where_to_look_then_how_to_resume():
         "finished stage (-v shows the traceback)"]
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_failed_task_in_a_subflow_is_found_and_named(prefect_api):
     """`flows.api` runs every flow this way: the cause is the task that failed, not the
     UnfinishedRun its dependants end in, and the message ends with where to look and resume."""
@@ -104,7 +98,7 @@ def plain_file(tmp_path):
     return path
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_failed_stage_is_one_message_with_cause_fix_run_dir_and_flow_run(
         prefect_api, tmp_path, plain_file, tiny_model_dir, capsys):
     from prefect import get_client

@@ -9,8 +9,7 @@ import time
 import pytest
 
 from swe_rlvr import spans
-from swe_rlvr.compute import (Shape, causal_keys, decode_work, forward_bytes, forward_flops,
-                              prefill_work, training_flops)
+from swe_rlvr.compute import Shape, causal_keys, decode_work, forward_bytes, forward_flops, prefill_work, training_flops
 
 SHAPE = Shape(params=1000, hidden=8, vocab=50, layers=2)
 

@@ -48,15 +48,14 @@ def test_retire_reason_by_hand(attempts, solved, reason):
     assert retire_reason(Record("X", attempts, solved), max_rate=2 / 3, min_tries=2) == reason
 
 
-def test_three_iterations_shrink_the_pool_as_computed_by_hand(tmp_path, tiny_model_dir):
-    from prefect.testing.utilities import prefect_test_harness
-
+@pytest.mark.e2e
+def test_three_iterations_shrink_the_pool_as_computed_by_hand(prefect_api, tmp_path, tiny_model_dir):
     from flows import train
     from swe_rlvr.builtin import load_builtin
+    from swe_rlvr.config import load_config
     from tasks import store
     from tasks.instances import pool
     from tasks.tracking import client
-    from swe_rlvr.config import load_config
 
     args = [f"orchestration.run_root={tmp_path}", "orchestration.run_name=cur",
             "orchestration.iterations=3", "orchestration.max_workers=1",
@@ -68,8 +67,7 @@ def test_three_iterations_shrink_the_pool_as_computed_by_hand(tmp_path, tiny_mod
             "algorithm.curriculum=true", "algorithm.curriculum_min_tries=1",
             "trainer.sft_batch_size=2", "trainer.dpo_batch_pairs=2", "trainer.pack_tokens=8192",
             "eval.runs=1", "eval.k=1", "eval.limit=1"]
-    with prefect_test_harness(server_startup_timeout=120):
-        result = train(None, args)
+    result = train(None, args)
     order = [i.instance_id for i in pool(load_builtin(), "train")]
     n = len(order)
     # Iteration k's pool is the split less the 2k instances retired so far, and its window is

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from process_support import stop
 from test_flows_deploy import _wait, server  # noqa: F401 - the real `prefect server` fixture
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,9 +15,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from docker_engine import (BASE_IMAGE, CALC_V1, calc_instance, calc_store, docker_cfg,  # noqa: F401
-                           docker_client)
 
+from docker_engine import BASE_IMAGE, CALC_V1, calc_instance, calc_store, docker_cfg, docker_client  # noqa: F401
 from sandbox.base import Sandbox, SandboxError
 from sandbox.docker import DockerSandbox
 from sandbox.docker_container import resolve_image

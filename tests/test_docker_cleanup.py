@@ -18,9 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from docker_engine import (calc_instance, calc_store, docker_cfg, docker_client,  # noqa: F401
-                           labelled)
 
+from docker_engine import calc_instance, calc_store, docker_cfg, docker_client, labelled  # noqa: F401
 from sandbox.base import SandboxError
 from sandbox.docker import DockerSandbox
 from sandbox.docker_exec import HOST_GRACE_S
@@ -130,7 +129,7 @@ def test_sweeper_removes_containers_of_dead_owners_only(docker_client, calc_stor
     leaked = labelled(docker_client, calc_instance(base, tag).instance_id)
     assert len(leaked) == 1
     with DockerSandbox(calc_instance(base), docker_cfg(), store) as alive:
-        assert sweep_containers() >= 1
+        assert sweep_containers(docker_client) >= 1
         assert not labelled(docker_client, calc_instance(base, tag).instance_id)
         assert alive.execute("echo spared").output == "spared\n"
         host = Path(proc.stdout.split()[1])

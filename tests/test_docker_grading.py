@@ -8,8 +8,8 @@ Every test here needs an engine (`infra/docker/engine.sh`) and the base image
 from __future__ import annotations
 
 import pytest
-from docker_engine import docker_client  # noqa: F401
 
+from docker_engine import docker_client  # noqa: F401
 from swe_rlvr.config import SandboxConfig
 
 pytestmark = pytest.mark.docker

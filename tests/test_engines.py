@@ -295,7 +295,7 @@ def test_inverse_cdf_sampling_draws_each_id_at_its_probability():
     ({"name": "scripted", "dtype": "float32"}, None),
 ])
 def test_sampling_dtype_is_known_only_where_the_run_sets_it(overrides, dtype):
-    from agent.engines import sampling_dtype
+    from swe_rlvr.precision import sampling_dtype
     assert sampling_dtype(EngineConfig(**overrides)) == dtype
 
 

@@ -19,8 +19,14 @@ import pytest
 from sandbox import open_sandbox
 from sandbox.environments import EnvBuildError, env_key
 from sandbox.pythons import find_python, installed_versions, nearest_python
-from swe_rlvr.env_specs import (SWEBENCH, distribution_name, pretend_version, pretend_version_vars,
-                                requirements_text, scm_pretend_env)
+from swe_rlvr.env_specs import (
+    SWEBENCH,
+    distribution_name,
+    pretend_version,
+    pretend_version_vars,
+    requirements_text,
+    scm_pretend_env,
+)
 from swe_rlvr.instances import EnvSpec
 from test_sandbox_support import git, make_instance, sandbox_config, store  # noqa: F401
 
@@ -156,6 +162,7 @@ INSTALL = ("mkdir -p calc.egg-info && echo 'Version: 7.0.0' > calc.egg-info/PKG-
            "echo '# rewritten' >> README.md")
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("mode", ["copy", "auto"])
 def test_working_copy_gets_the_installs_ignored_files_and_diff_ignores_them(store, tmp_path, mode):
     """The install's ignored outputs (egg-info, _version.py) reach the tests; the stray untracked

@@ -25,7 +25,6 @@ from swe_rlvr.instances import DEFAULT_TEST_CMD, EnvSpec
 from swe_rlvr.loaders import load_instances
 from test_sandbox_support import make_instance, sandbox_config, store  # noqa: F401
 
-
 # --------------------------------------------------------------------------- spec -> EnvSpec
 
 

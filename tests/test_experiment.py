@@ -192,12 +192,6 @@ TOY = [f"instances.ids={TOY_IDS}", "eval.runs=1", "eval.k=1", "algorithm.group_s
        "guidance.attempts=1", "tracking.log_checkpoints=false", "engine.max_batch=4"]
 
 
-@pytest.fixture(scope="module")
-def prefect_api():
-    from prefect.testing.utilities import prefect_test_harness
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
-
 
 @pytest.fixture(scope="module")
 def ladder(prefect_api, tmp_path_factory, tiny_model_dir):
@@ -211,6 +205,7 @@ def ladder(prefect_api, tmp_path_factory, tiny_model_dir):
     return out, Path(report), time.perf_counter() - start
 
 
+@pytest.mark.e2e
 def test_report_has_a_row_per_arm_and_the_plot_is_a_png(ladder):
     out, report, _ = ladder
     text = report.read_text()
@@ -233,6 +228,7 @@ def test_report_has_a_row_per_arm_and_the_plot_is_a_png(ladder):
     assert "dapo − warmup = +0.000" in text and "no measured difference" in text
 
 
+@pytest.mark.e2e
 def test_each_result_holds_its_instance_tally_and_training_curve(ladder):
     import json
     out, _, _ = ladder
@@ -249,6 +245,7 @@ def test_each_result_holds_its_instance_tally_and_training_curve(ladder):
     assert guided["guided_instances"] == 2 and guided["guided_recovered"] == 0
 
 
+@pytest.mark.e2e
 def test_warm_up_and_rl_train_on_their_own_parts_of_the_train_split(ladder):
     from swe_rlvr.builtin import load_builtin
     from tasks import store
@@ -267,6 +264,7 @@ def test_warm_up_and_rl_train_on_their_own_parts_of_the_train_split(ladder):
     assert store.is_sealed(str(warm / "checkpoint"))
 
 
+@pytest.mark.e2e
 def test_mlflow_has_a_parent_an_arm_child_per_arm_and_a_seed_child_per_arm(ladder):
     from mlflow.tracking import MlflowClient
     out, _, _ = ladder
@@ -288,6 +286,7 @@ def test_mlflow_has_a_parent_an_arm_child_per_arm_and_a_seed_child_per_arm(ladde
     assert {f.path for f in mlc.list_artifacts(parent.info.run_id)} >= {"report.md", "ladder.png"}
 
 
+@pytest.mark.e2e
 def test_rerun_skips_every_finished_arm(ladder, tiny_model_dir):
     from flows.experiment import run_ladder
     out, report, seconds = ladder
@@ -308,6 +307,7 @@ def test_rerun_skips_every_finished_arm(ladder, tiny_model_dir):
     assert len(mlc.get_metric_history(arm_runs[0].info.run_id, "pass1")) == 2   # nothing logged twice
 
 
+@pytest.mark.e2e
 def test_only_seeds_runs_that_seed_and_the_report_covers_every_finished_one(ladder, tiny_model_dir):
     """A process per seed shares `out`: seed 1 of the base arm runs alone, seed 0's result is left
     as it was, and the report's base row is over both seeds."""

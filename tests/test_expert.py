@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 
 from agent.expert import SplitError, expert_trajectories
+from swe_rlvr.config import AgentConfig, SandboxConfig
 from trainer.episodes import expert_episodes
 from trainer.scoring import expert_reward_rows
-from swe_rlvr.config import AgentConfig, SandboxConfig
 
 WORKERS = 4
 
@@ -42,21 +42,36 @@ def tokenizer(tiny_model_dir):
 
 @pytest.fixture(scope="module")
 def expert(builtin_train, tiny_model_dir, env):
+    """Expert episodes of every sampled train instance (the e2e sweep)."""
     sandbox_cfg, store = env
     return expert_trajectories(builtin_train, tiny_model_dir, AgentConfig(), sandbox_cfg, store,
                                workers=WORKERS)
 
 
+@pytest.fixture(scope="module")
+def expert_few(builtin_train, tiny_model_dir, env):
+    """Expert episodes of three train instances, one per project where it can, for the unit tier."""
+    sandbox_cfg, store = env
+    few = list({i.repo: i for i in reversed(builtin_train)}.values())[:3]
+    return expert_trajectories(few, tiny_model_dir, AgentConfig(), sandbox_cfg, store, workers=WORKERS)
+
+
+@pytest.mark.e2e
 def test_every_train_instance_gives_a_resolved_expert_episode(builtin_train, expert):
     assert sorted(t.instance_id for t in expert) == sorted(i.instance_id for i in builtin_train)
     assert all(t.termination == "submitted" and t.patch and not t.format_errors for t in expert)
 
 
-def test_loss_mask_covers_only_the_replies(expert, tokenizer):
+EPISODES = ["expert_few", pytest.param("expert", marks=pytest.mark.e2e)]
+"""Three instances' episodes in the unit tier, every sampled instance's in the e2e sweep."""
+
+
+@pytest.mark.parametrize("episodes", EPISODES)
+def test_loss_mask_covers_only_the_replies(episodes, tokenizer, request):
     """mask 1 exactly on [turn start, end-of-turn] of each reply; the prompt and observations are 0,
     and the masked tokens decode to the expert's own command blocks."""
     eot = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    for traj in expert:
+    for traj in request.getfixturevalue(episodes):
         want = [0] * len(traj.token_ids)
         for start in traj.turn_starts:
             end = traj.token_ids.index(eot, start) + 1   # the reply runs through its end-of-turn id
@@ -68,7 +83,9 @@ def test_loss_mask_covers_only_the_replies(expert, tokenizer):
         assert all("```bash\n" in r for r in replies) and replies[-1].endswith("submit\n```")
 
 
-def test_expert_episodes_feed_rft(expert):
+@pytest.mark.parametrize("episodes", EPISODES)
+def test_expert_episodes_feed_rft(episodes, request):
+    expert = request.getfixturevalue(episodes)
     rollouts = [t.to_row() for t in expert]
     episodes = expert_episodes(rollouts)
     assert len(episodes) == len(expert)

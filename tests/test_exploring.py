@@ -7,8 +7,16 @@ import json
 
 import pytest
 
-from agent.exploring import (changed_block, code_names, explore_script, one_line_fix, search_term,
-                             sed_escape, sed_script, substitution)
+from agent.exploring import (
+    changed_block,
+    code_names,
+    explore_script,
+    one_line_fix,
+    search_term,
+    sed_escape,
+    sed_script,
+    substitution,
+)
 from swe_rlvr.config import AgentConfig, SandboxConfig
 from swe_rlvr.patches import parse_patch
 
@@ -21,7 +29,7 @@ index 1111111..2222222 100644
 -    return value * 2
 +    factor = 3
 +    return value * factor
- 
+
 """
 
 
@@ -65,7 +73,7 @@ ONE_LINE = """diff --git a/pkg/mod.py b/pkg/mod.py
      def contains(self, x):
 -        return self.lo <= x <= self.hi
 +        return self.lo <= x < self.hi
- 
+
 """
 
 
@@ -114,7 +122,7 @@ WORDS = """diff --git a/pkg/words.py b/pkg/words.py
 --- a/pkg/words.py
 +++ b/pkg/words.py
 @@ -3,3 +3,3 @@ import re
- 
+
 -TRUE_WORDS = {"1", "yes"}
 +TRUE_WORDS = {"1", "yes", "on"}
  FALSE_WORDS = {"0", "no"}
@@ -217,6 +225,7 @@ def explored(tmp_path_factory, tiny_model_dir):
 DROPPED = ("swe-rlvr__iniconf-1", "swe-rlvr__semverkit-2", "swe-rlvr__texttable-m024")
 
 
+@pytest.mark.e2e
 def test_sed_expert_resolves_the_instances_it_used_to_drop(tmp_path, tiny_model_dir):
     """iniconf-1 and semverkit-2 fix a line outside any function (see above). texttable-m024's
     issue quotes `e` + U+0301, which the tiny Qwen2 tokenizer's NFC normaliser turns into `é`:

@@ -44,14 +44,6 @@ def overrides(root: Path, model: Path, name: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def prefect_api(tmp_path_factory):
-    """A real Prefect API on a temporary SQLite database, for this module."""
-    from prefect.testing.utilities import prefect_test_harness
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
-
-
-@pytest.fixture(scope="module")
 def trained(prefect_api, tmp_path_factory, tiny_model_dir):
     """One uninterrupted 2-iteration training run; (result, its overrides, seconds)."""
     from flows import train
@@ -62,6 +54,7 @@ def trained(prefect_api, tmp_path_factory, tiny_model_dir):
     return result, args, time.perf_counter() - start
 
 
+@pytest.mark.e2e
 def test_every_stage_ran_and_every_artifact_has_its_schema(trained):
     result, _, _ = trained
     run = Path(result.run_dir)
@@ -79,6 +72,7 @@ def test_every_stage_ran_and_every_artifact_has_its_schema(trained):
     assert result.artifacts(0)["rollouts"].endswith("iter_0/rollouts.parquet")
 
 
+@pytest.mark.e2e
 def test_metrics_at_every_step_and_the_registry(trained):
     from mlflow.tracking import MlflowClient
     result, _, _ = trained
@@ -110,6 +104,7 @@ def test_metrics_at_every_step_and_the_registry(trained):
     assert {"iter_0", "iter_1", "iter_2", "plots", "checkpoints", "base"} <= names
 
 
+@pytest.mark.e2e
 def test_each_checkpoint_exists_and_loads(trained):
     from transformers import AutoModelForCausalLM
     result, _, _ = trained
@@ -122,6 +117,7 @@ def test_each_checkpoint_exists_and_loads(trained):
     assert first != store.content_hash(str(Path(result.run_dir) / "rft" / "iter_0" / "checkpoint"))
 
 
+@pytest.mark.e2e
 def test_flow_run_has_summary_and_table_artifacts(trained):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
@@ -134,6 +130,7 @@ def test_flow_run_has_summary_and_table_artifacts(trained):
     assert all(result.mlflow_run_id in (a.description or "") + str(a.data) for a in found)
 
 
+@pytest.mark.e2e
 def test_guided_stages_have_their_own_task_names_and_runs_name_the_iteration(trained):
     from prefect.client.orchestration import get_client
     with get_client(sync_client=True) as client:
@@ -144,6 +141,7 @@ def test_guided_stages_have_their_own_task_names_and_runs_name_the_iteration(tra
                 f"validate-guided-i{k}", f"update-i{k}"} <= names, sorted(names)
 
 
+@pytest.mark.e2e
 def test_evaluation_of_policy_k_runs_beside_iteration_k_and_its_update_waits_for_it(trained):
     """orchestration.eval_beside (on here): policy k's evaluation is part of iteration k's
     flow run, waits on nothing of the iteration (so its rollouts run beside the iteration's, on
@@ -170,6 +168,7 @@ def test_evaluation_of_policy_k_runs_beside_iteration_k_and_its_update_waits_for
     assert alone == {"eval-step-0", f"eval-step-{ITERATIONS}"}, alone  # the base row; the final
 
 
+@pytest.mark.e2e
 def test_rerun_reuses_every_finished_stage(trained):
     from flows import train
     result, args, first_seconds = trained
@@ -243,7 +242,7 @@ def resumed(trained, tmp_path_factory):
     return Path(result.run_dir), run
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_killed_during_rollout_and_update_resumes_with_nothing_lost_or_repeated(resumed):
     straight, run = resumed
     files = sorted(p.relative_to(straight) for p in straight.rglob("*.parquet"))
@@ -257,7 +256,7 @@ def test_killed_during_rollout_and_update_resumes_with_nothing_lost_or_repeated(
         assert store.is_sealed(str(run / f"iter_{k}" / "checkpoint"))
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_resumed_run_is_token_and_weight_identical(resumed):
     straight, run = resumed
     for pattern in ("*rollouts*.parquet", "train_metrics.parquet"):

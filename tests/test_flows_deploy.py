@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+
 from process_support import free_port, stop
 
 pytestmark = pytest.mark.slow

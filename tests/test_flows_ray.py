@@ -8,6 +8,7 @@ earlier run used Ray: the explicit auth mode keeps the test passing there as on 
 from __future__ import annotations
 
 import pytest
+
 from ray_cluster import ray_cluster, ray_env
 
 pytest.importorskip("ray", reason="ray is not installed (pip install -e '.[ray]')")
@@ -15,12 +16,6 @@ pytest.importorskip("prefect_ray", reason="prefect-ray is not installed (pip ins
 
 pytestmark = pytest.mark.ray
 
-
-@pytest.fixture(scope="module")
-def prefect_api():
-    from prefect.testing.utilities import prefect_test_harness
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
 
 
 @pytest.fixture(scope="module")

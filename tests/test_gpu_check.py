@@ -46,6 +46,7 @@ def _listed() -> dict[str, str]:
     return {canonicalize_name(p.split("==")[0]): p.split("==")[1] for p in pins if p}
 
 
+@pytest.mark.infra
 def test_prepare_fetches_one_installable_wheel_per_listed_pin(prepared):
     folder, output = prepared
     gpu_machine = set(tags.cpython_tags((3, 12), platforms=[
@@ -63,6 +64,7 @@ def test_prepare_fetches_one_installable_wheel_per_listed_pin(prepared):
     assert "vllm" in output and "prefect" in output          # it says what it left out, and why
 
 
+@pytest.mark.infra
 def test_dry_run_invokes_every_step_within_its_declared_budget(prepared, tmp_path):
     out = tmp_path / "out"
     start = time.monotonic()

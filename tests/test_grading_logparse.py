@@ -13,10 +13,10 @@ import pytest
 
 from grading_replay import Recorded, junit_xml, replay
 from sandbox.grading import grade
-from sandbox.suite_run import SuiteRun
-from sandbox.verdict import judge
 from sandbox.logparse import junit_index, junit_key, reported_failures, summary_section
 from sandbox.reference import parser
+from sandbox.suite_run import SuiteRun
+from sandbox.verdict import judge
 from swe_rlvr.config import SandboxConfig
 from swe_rlvr.instances import Instance
 

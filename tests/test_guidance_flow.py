@@ -35,12 +35,6 @@ def run_overrides(root: Path, model: Path, name: str, *extra: str) -> list[str]:
             f"engine.model={model}", *COMMON, *extra]
 
 
-@pytest.fixture(scope="module")
-def prefect_api():
-    from prefect.testing.utilities import prefect_test_harness
-    with prefect_test_harness(server_startup_timeout=120):
-        yield
-
 
 def logged(result, key: str) -> dict[int, float]:
     """step -> value of metric `key`, as stored in the run's MLflow tracking store."""
@@ -57,6 +51,7 @@ def weak_run(prefect_api, tmp_path_factory, tiny_model_dir):
                                      "algorithm.name=dpo", "guidance.mode=pairs"))
 
 
+@pytest.mark.e2e
 def test_guided_recovery_rate_in_mlflow_is_exactly_the_weak_policys(weak_run):
     assert logged(weak_run, "guided_recovery_rate") == {0: 1.0}
     assert logged(weak_run, "train_resolve_rate") == {0: 0.0}
@@ -72,6 +67,7 @@ def test_guided_recovery_rate_in_mlflow_is_exactly_the_weak_policys(weak_run):
     assert logged(weak_run, "best2") == {}
 
 
+@pytest.mark.e2e
 def test_no_recovery_metric_when_guidance_is_off(prefect_api, tmp_path_factory, tiny_model_dir):
     """The same run with guidance off: no guided episodes, so no recovery metric at all."""
     from flows import train
@@ -98,6 +94,7 @@ def coin_run(prefect_api, tmp_path_factory, tiny_model_dir):
                                      "algorithm.name=rft", "guidance.mode=strip", *VERIFIER))
 
 
+@pytest.mark.e2e
 def test_best_of_k_reranks_the_evaluation_with_iteration_0s_verifier(coin_run):
     run = Path(coin_run.run_dir)
     verifier = run / "iter_0" / "verifier"

@@ -11,8 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from agent.guidance_sources import (Failure, RulesSource, enclosing_symbol, feedback_text,
-                                    leakage, locate, make_source)
+from agent.guidance_sources import Failure, RulesSource, enclosing_symbol, feedback_text, leakage, locate
+from agent.recovery import make_source
 from agent.teacher import TeacherSource, parse_teacher
 from swe_rlvr.config import GuidanceConfig
 from swe_rlvr.instances import Instance

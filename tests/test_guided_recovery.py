@@ -13,13 +13,13 @@ import subprocess
 import pytest
 
 from agent.guidance_sources import RulesSource, locate
-from swe_rlvr.patches import parse_hunks
 from agent.recovery import select_failed, write_guidance
-from swe_rlvr.artifacts import outcomes
-from tasks.metrics import recovery_metrics
 from agent.runner import run_rollouts
 from agent.scripted import ScriptedPolicy
+from swe_rlvr.artifacts import outcomes
 from swe_rlvr.config import AgentConfig, GuidanceConfig, SandboxConfig
+from swe_rlvr.patches import parse_hunks
+from tasks.metrics import recovery_metrics
 
 WORKERS = 4
 
@@ -63,6 +63,7 @@ def _symbol_source(source: str, qualified: str) -> str:
     return ast.get_source_segment(source, node)
 
 
+@pytest.mark.e2e
 def test_rule_location_names_the_edited_file_and_function_of_every_builtin(builtin, read_base):
     for instance in builtin:
         locations = locate(instance, read_base)
@@ -83,8 +84,9 @@ def test_rule_location_names_the_edited_file_and_function_of_every_builtin(built
 
 
 def test_weak_policy_recovers_only_with_guidance(builtin, env, read_base, tiny_model_dir):
-    from sandbox.grading import grade_many
     from transformers import AutoTokenizer
+
+    from sandbox.grading import grade_many
 
     cfg, store = env
     train = [i for i in builtin if i.split == "train"][:8]

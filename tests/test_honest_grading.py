@@ -18,7 +18,6 @@ from sandbox.grade_report import hide_canaries
 from sandbox.grading import grade
 from test_sandbox_support import git, make_instance, sandbox_config, store, write  # noqa: F401
 
-
 # --------------------------------------------------------------------------- kept changes
 
 

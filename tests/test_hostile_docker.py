@@ -14,9 +14,8 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-from docker_engine import (BASE_IMAGE, CALC_V1, calc_instance, calc_store, docker_cfg,  # noqa: F401
-                           docker_client)
 
+from docker_engine import BASE_IMAGE, CALC_V1, calc_instance, calc_store, docker_cfg, docker_client  # noqa: F401
 from sandbox.base import PatchTooLarge, SandboxError
 from sandbox.docker import DockerSandbox
 

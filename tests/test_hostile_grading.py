@@ -23,8 +23,7 @@ from dataclasses import replace
 
 import pytest
 
-from hostile_support import (PASSING_PLUGIN, appended, assert_no_reward, env, graded,  # noqa: F401
-                             reset_notes)
+from hostile_support import PASSING_PLUGIN, appended, assert_no_reward, env, graded, reset_notes  # noqa: F401
 from sandbox.grading import grade
 from test_sandbox_support import diff_of, make_instance, sandbox_config, store  # noqa: F401
 
@@ -280,6 +279,7 @@ def pytest_9359(tmp_path_factory):
     """pytest-dev__pytest-9359 (the code under test is pytest itself), with its recipe as the
     install_config: the repo is installed, so the sandbox puts it first on PYTHONPATH."""
     import json
+
     from real_support import ENV_CACHE, REAL, extract_store
     from swe_rlvr.formats.swe_rebench import install_config_from_recipe
     from swe_rlvr.loaders import load_instances

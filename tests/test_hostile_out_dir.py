@@ -91,7 +91,7 @@ def test_grade_writes_and_deletes_nothing_outside_out(calc, store, tmp_path, cap
 def test_run_id_that_is_no_single_directory_is_refused(calc, store, tmp_path, capsys, run_id):
     """`--run-id ../../elsewhere` put the run, and its clean-up, outside --out."""
     inst, instances = calc
-    near = neighbour(tmp_path)
+    neighbour(tmp_path)
     before = snapshot(tmp_path, skip=("sandboxes", "store"))
     preds = rows_file(tmp_path, [pred(inst)])
     code = grade(tmp_path, store, instances, preds, run_id=run_id)

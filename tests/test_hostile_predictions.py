@@ -16,7 +16,6 @@ import pyarrow.parquet as pq
 from grade_cli_support import calc, grade, pred, report_of, rows_file  # noqa: F401
 from test_sandbox_support import store  # noqa: F401
 
-
 # --------------------------------------------------------------------------- one bad row
 
 

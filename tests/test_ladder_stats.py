@@ -18,11 +18,19 @@ import pytest
 
 from swe_rlvr.artifacts import SCHEMAS
 from tasks import store
-from tasks.ladder_report import (complete, recorded, signal_groups, training_curve, write_curves,
-                                 write_report)
-from tasks.ladder_stats import (arm_interval, bootstrap_mean, comparison_rows, excludes_zero,
-                                instances_needed, mdd, paired_difference, pool, statements,
-                                tally)
+from tasks.ladder_report import complete, recorded, signal_groups, training_curve, write_curves, write_report
+from tasks.ladder_stats import (
+    arm_interval,
+    bootstrap_mean,
+    comparison_rows,
+    excludes_zero,
+    instances_needed,
+    mdd,
+    paired_difference,
+    pool,
+    statements,
+    tally,
+)
 
 # --------------------------------------------------------------------------- the bootstrap
 

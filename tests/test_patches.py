@@ -12,8 +12,7 @@ import subprocess
 
 import pytest
 
-from swe_rlvr.patches import (header_paths, parse_hunks, parse_patch, patch_files, reverse_patch,
-                              unquote)
+from swe_rlvr.patches import header_paths, parse_hunks, parse_patch, patch_files, reverse_patch, unquote
 
 SHELF = '''diff --git a/inv/stock.py b/inv/stock.py
 index 3f2a1b0..9c4d2e1 100644
@@ -26,7 +25,7 @@ index 3f2a1b0..9c4d2e1 100644
 +        if n > self.count or n < 0:
 +            raise ValueError(f"cannot take {n}")
 +        self.taken += n
- 
+
 @@ -20 +21 @@ def restock(shelf):
 -    shelf.count = 10
 +    shelf.count = shelf.capacity

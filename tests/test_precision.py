@@ -30,14 +30,13 @@ def cpu_probes(monkeypatch):
     (False, True, True),
 ])
 def test_auto_is_bf16_exactly_where_the_cpu_multiplies_it(cpu_probes, avx512_bf16, amx, native):
-    from agent.engines.hf import _pick_dtype
-    from trainer.engine_torch import autocast_enabled
+    engine_dtype, autocast_enabled = precision.engine_dtype, precision.autocast_enabled
     cpu_probes(avx512_bf16, amx)
     assert precision.native_bf16(CPU) is native
-    assert _pick_dtype("auto", CPU) == (torch.bfloat16 if native else torch.float32)
+    assert engine_dtype("auto", CPU) == (torch.bfloat16 if native else torch.float32)
     assert autocast_enabled("auto", CPU) is native
-    assert _pick_dtype("bfloat16", CPU) == torch.bfloat16 and autocast_enabled("bf16", CPU)
-    assert _pick_dtype("float32", CPU) == torch.float32 and not autocast_enabled("fp32", CPU)
+    assert engine_dtype("bfloat16", CPU) == torch.bfloat16 and autocast_enabled("bf16", CPU)
+    assert engine_dtype("float32", CPU) == torch.float32 and not autocast_enabled("fp32", CPU)
 
 
 def test_an_explicit_bf16_where_it_is_emulated_is_kept_with_a_warning_naming_the_setting(

@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flows.ephemeral import (OWNER_ENV, STOP_GRACE_S, _ephemeral_servers, _orphaned,
-                             orphaned_servers)
+from flows.ephemeral import OWNER_ENV, STOP_GRACE_S, _ephemeral_servers, _orphaned, orphaned_servers
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
@@ -94,7 +93,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_sigkilled_run_takes_its_ephemeral_server_with_it(tmp_path, tiny_model_dir):
     run = _train(tmp_path, tiny_model_dir)
     try:
@@ -107,7 +106,7 @@ def test_a_sigkilled_run_takes_its_ephemeral_server_with_it(tmp_path, tiny_model
         _kill_group(run)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_sweep_stops_a_server_whose_run_and_watchdog_died(tmp_path):
     run = _start(["-c", "import time; from flows.ephemeral import watch_ephemeral_server; "
                         "watch_ephemeral_server(); time.sleep(600)"], tmp_path)

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 import yaml
+
 from process_support import stop
 from test_flows_deploy import _wait, server  # noqa: F401 - the real `prefect server` fixture
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 CRON = "0 3 * * 0"
 MIN_RUNS = 3  # Prefect's scheduler keeps at least this many runs ahead (scheduler.min_runs)
@@ -64,10 +65,10 @@ def test_the_cron_deployment_gets_upcoming_runs_and_one_completes(server, tmp_pa
             _wait(lambda: len(_scheduled_runs(client, SCHEDULED)) >= MIN_RUNS,
                   "the scheduler's runs of the cron deployment", serve, timeout=120)
             runs = _scheduled_runs(client, SCHEDULED)
-            assert all(r.state.is_scheduled() and r.expected_start_time > datetime.now(timezone.utc)
+            assert all(r.state.is_scheduled() and r.expected_start_time > datetime.now(UTC)
                        for r in runs), [(r.state, r.expected_start_time) for r in runs]
             first = min(runs, key=lambda r: r.expected_start_time)
-            client.set_flow_run_state(first.id, Scheduled(scheduled_time=datetime.now(timezone.utc)),
+            client.set_flow_run_state(first.id, Scheduled(scheduled_time=datetime.now(UTC)),
                                       force=True)
             _wait(lambda: client.read_flow_run(first.id).state.is_final(),
                   "the scheduled run, moved to now", serve, timeout=300)

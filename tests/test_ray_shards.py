@@ -45,6 +45,7 @@ GROUP = 2
 def cluster(tmp_path_factory):
     pytest.importorskip("ray", reason="ray is not installed (pip install -e '.[ray]')")
     import ray
+
     from ray_cluster import ray_cluster, ray_env
     tmp = tmp_path_factory.mktemp("ray")
     with ray_cluster(tmp, nodes=2, cpus=1, env=ray_env(tmp / "home")) as address:
@@ -106,7 +107,6 @@ def _connect(cfg) -> None:
 
 
 @pytest.mark.ray
-@pytest.mark.slow
 def test_shards_run_on_both_nodes_at_once_and_merge_as_one_process(
         cluster, baseline, tmp_path, tiny_model_dir, caplog):
     cfg = _config(tmp_path, tiny_model_dir, "ray", cluster)
@@ -123,7 +123,6 @@ def test_shards_run_on_both_nodes_at_once_and_merge_as_one_process(
 
 
 @pytest.mark.ray
-@pytest.mark.slow
 def test_a_killed_shard_is_rerun_and_no_episode_is_lost_or_repeated(
         cluster, baseline, tmp_path, tiny_model_dir):
     cfg = _config(tmp_path, tiny_model_dir, "ray", cluster)

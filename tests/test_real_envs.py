@@ -25,7 +25,6 @@ from swe_rlvr.formats.swe_rebench import install_config_from_recipe
 from swe_rlvr.loaders import load_instances
 from test_sandbox_support import sandbox_config
 
-
 # --------------------------------------------------------------------------- real data (slow)
 
 

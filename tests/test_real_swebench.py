@@ -20,8 +20,8 @@ import pytest
 
 from real_support import ENV_CACHE, REAL, extract_store
 from sandbox.grading import grade_run
-from sandbox.suite_run import SuiteRun
 from sandbox.logparse import OK
+from sandbox.suite_run import SuiteRun
 
 LOGS = Path(__file__).parent / "data" / "real_logs"
 
@@ -104,7 +104,7 @@ def grade_cli(tmp_path: Path, store: Path, instances: Path, predictions: str, *s
     return pq.read_table(out / "real" / "validations.parquet").to_pylist()
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_recipes_as_install_config_gold_resolves_all_and_empty_none(repo_store, tmp_path):
     from swe_rlvr.formats.swe_rebench import install_config_from_recipe
     recipes = {r["instance_id"]: r for r in map(json.loads, (REAL / "recipes.jsonl").read_text().splitlines())}
@@ -125,7 +125,7 @@ def test_recipes_as_install_config_gold_resolves_all_and_empty_none(repo_store, 
     assert all(r["f2p_failed"] for r in nothing)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_plain_records_build_from_swebench_specs_and_resolve_or_name_why(repo_store, tmp_path, capsys):
     """No install_config: each environment comes from SWE-bench's spec for its repo and version.
     Every instance either resolves or is an infrastructure failure that names its reason."""
@@ -141,6 +141,7 @@ def without_python39(monkeypatch, tmp_path):
     """A machine whose only Python is this one (3.11): pyenv's other versions and shims hidden."""
     import os
     import sys
+
     from sandbox.pythons import find_python
     home = Path(sys.executable).resolve().parent.parent
     fake = tmp_path / "pyenv" / "versions"
@@ -153,7 +154,7 @@ def without_python39(monkeypatch, tmp_path):
         pytest.skip("Python 3.9 is on this machine's system PATH; it cannot be hidden here")
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_plain_records_without_their_python_name_it_or_fall_back(repo_store, tmp_path, capsys,
                                                                   without_python39):
     """SWE-bench's specs ask for Python 3.9. Without it every instance is an infrastructure failure

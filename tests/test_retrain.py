@@ -41,6 +41,7 @@ def _decide(cfg, run_id: str, champion: dict, new: dict) -> dict:
     return decide_champion(cfg, run_id, "2", champion, new, f"models:/{NAME}@champion")
 
 
+@pytest.mark.e2e
 def test_decision_moves_champion_only_above_the_margin_and_is_recorded(tmp_path):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey

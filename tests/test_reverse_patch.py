@@ -12,7 +12,6 @@ import pytest
 
 from swe_rlvr.patches import reverse_patch
 
-
 # --------------------------------------------------------------------------- reverse_patch
 
 

@@ -6,8 +6,8 @@ import pytest
 
 from swe_rlvr.artifacts import REWARDS
 from swe_rlvr.config import AlgorithmConfig, RewardConfig
-from trainer.rewards import overlong_penalty, reward, turn_penalty
 from tasks.metrics import reward_summary
+from trainer.rewards import overlong_penalty, reward, turn_penalty
 from trainer.scoring import drop_counts, reward_rows
 
 CFG = RewardConfig(turn_penalty=True, l_thr=20, t_max=40)

@@ -11,7 +11,8 @@ from prefect import flow
 from swe_rlvr.config import load_config
 from tasks import store, tracking
 from tasks.report import summarize, tracked_run
-from tasks.stage import iter_dir, manifest_line
+from tasks.runlog import manifest_line
+from tasks.stage import iter_dir
 
 
 def _eval_stage(run_dir: str) -> None:
@@ -37,28 +38,28 @@ def probe_flow(root: str, name: str) -> tuple[str, str]:
 
 
 @pytest.fixture(scope="module")
-def probed(tmp_path_factory):
-    from prefect.testing.utilities import prefect_test_harness
+def probed(prefect_api, tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
-    with prefect_test_harness(server_startup_timeout=120):
-        state = probe_flow(str(root), "probe-run", return_state=True)
-        run_id, markdown = state.result()
-        from prefect.client.orchestration import get_client
-        from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
-        from prefect.logging.handlers import APILogWorker
-        APILogWorker.drain_all(timeout=10)
-        with get_client(sync_client=True) as client:
-            flow_run = client.read_flow_run(state.state_details.flow_run_id)
-            logs = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run.id])))
+    state = probe_flow(str(root), "probe-run", return_state=True)
+    run_id, markdown = state.result()
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+    from prefect.logging.handlers import APILogWorker
+    APILogWorker.drain_all(timeout=10)
+    with get_client(sync_client=True) as client:
+        flow_run = client.read_flow_run(state.state_details.flow_run_id)
+        logs = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run.id])))
     cfg = load_config(None, [f"orchestration.run_root={root}"])
     yield cfg, flow_run, run_id, markdown, [entry.message for entry in logs]
 
 
+@pytest.mark.e2e
 def test_the_flow_run_is_named_after_the_run_directory(probed):
     _, flow_run, _, _, _ = probed
     assert flow_run.name == "probe-run"
 
 
+@pytest.mark.e2e
 def test_mlflow_run_carries_the_flow_run_and_the_commit_and_the_summary_links_it(probed):
     cfg, flow_run, run_id, markdown, _ = probed
     tags = tracking.client(cfg).get_run(run_id).data.tags
@@ -69,6 +70,7 @@ def test_mlflow_run_carries_the_flow_run_and_the_commit_and_the_summary_links_it
     assert f"MLflow run: `{run_id}`" in markdown
 
 
+@pytest.mark.e2e
 def test_each_stage_and_step_says_what_it_did_in_the_run_log(probed):
     _, _, _, _, messages = probed
     assert any(m.startswith("eval: main 1 rows -> ") and m.endswith("MB")
@@ -76,6 +78,7 @@ def test_each_stage_and_step_says_what_it_did_in_the_run_log(probed):
     assert any(m.startswith("step 0: pass@1 1.000 ± 0.000") for m in messages), messages
 
 
+@pytest.mark.e2e
 def test_the_experiment_opens_as_model_training(probed):
     cfg = probed[0]
     exp = tracking.client(cfg).get_experiment_by_name(cfg.tracking.experiment)

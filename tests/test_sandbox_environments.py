@@ -91,6 +91,7 @@ def _wheel(folder, name: str, version: str, module_source: str):
             whl.writestr(path, text)
 
 
+@pytest.mark.e2e
 def test_environment_builds_use_the_hosts_pip_settings(store, tmp_path, monkeypatch):
     """A cluster without PyPI points pip at a wheel folder (or its mirror) through PIP_*; the
     build must see those settings. The package exists only in the folder, so a build that
@@ -107,6 +108,7 @@ def test_environment_builds_use_the_hosts_pip_settings(store, tmp_path, monkeypa
 def system_python_outside_the_tools() -> str:
     """A `/usr/bin/pythonX.Y` that runs and that the jail's fixed tool set does not name."""
     import glob
+
     from sandbox import view
     for path in sorted(glob.glob("/usr/bin/python3.[0-9]*")):
         name = path.rsplit("/", 1)[1]

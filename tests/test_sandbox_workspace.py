@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import time
-
 from dataclasses import replace
 
 import pytest
@@ -17,8 +12,7 @@ from agent.tools import make_tools
 from sandbox import SandboxError, isolation, open_sandbox, workspace
 from sandbox.base import REPO_DIR
 from swe_rlvr.config import AgentConfig
-from test_sandbox_support import (FIXED, live_copies, make_instance, overlay_mounts,  # noqa: F401
-                                  sandbox_config, store)
+from test_sandbox_support import FIXED, live_copies, make_instance, overlay_mounts, sandbox_config, store  # noqa: F401
 
 
 @pytest.fixture

@@ -28,9 +28,7 @@ if not served.server_python(EngineConfig()):
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory, tiny_model_dir):
-    from prefect.testing.utilities import prefect_test_harness
-
+def run(prefect_api, tmp_path_factory, tiny_model_dir):
     from flows import train
     root = tmp_path_factory.mktemp("served-runs")
     args = [f"orchestration.run_root={root}", "orchestration.run_name=served",
@@ -46,8 +44,7 @@ def run(tmp_path_factory, tiny_model_dir):
             "guidance.attempts=1", "trainer.sft_batch_size=2", "trainer.pack_tokens=4096",
             "eval.limit=2", "eval.runs=1", "eval.k=1", "tracking.register_final=false"]
     try:
-        with prefect_test_harness(server_startup_timeout=120):
-            result = train(None, args)
+        result = train(None, args)
     finally:
         served.release()
     return result

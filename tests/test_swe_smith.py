@@ -13,7 +13,6 @@ from pathlib import Path
 from records_support import write_jsonl, write_parquet
 from swe_rlvr.loaders import load_instances
 
-
 # --------------------------------------------------------------------------- SWE-smith
 
 

@@ -17,7 +17,6 @@ from sandbox.tamper import pytest_settings, stopping_option, xfail_expected, xfa
 from sandbox.verdict import judge, score
 from swe_rlvr.instances import Instance
 
-
 # --------------------------------------------------------------------------- the rules, on hand-made runs
 
 F2P, P2P = "tests/test_fmt.py::test_fix", "tests/test_fmt.py::test_old"

@@ -27,7 +27,7 @@ import pytest
 from docker_engine import engine_problem
 from process_support import free_port, http_json, wait_http
 
-pytestmark = [pytest.mark.slow, pytest.mark.docker]
+pytestmark = [pytest.mark.e2e, pytest.mark.docker]
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "infra" / "docker-compose.yml"

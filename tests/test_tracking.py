@@ -85,6 +85,7 @@ def test_resume_reuses_the_run_and_logs_no_step_twice(tracked):
     assert len(mlc.search_model_versions(f"name='{cfg.tracking.registered_model}'")) == 3
 
 
+@pytest.mark.e2e
 def test_a_flow_body_that_raises_leaves_its_mlflow_run_failed_and_a_rerun_reopens_it(tmp_path):
     from tasks.report import tracked_run
     cfg = load_config(None, [f"orchestration.run_root={tmp_path}"])

@@ -107,6 +107,7 @@ def _assert_same_bf16_update(model_dir, ours, theirs, ours_metrics, theirs_metri
     assert (diff / total) ** 0.5 < 0.3, (diff / total) ** 0.5
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("stage", [2, 3])
 def test_deepspeed_zero_matches_torch_engine(tiny_model_dir, tmp_path, stage):
     if DEVICE == "cuda" and not torch.cuda.is_available():
@@ -124,6 +125,7 @@ def test_deepspeed_zero_matches_torch_engine(tiny_model_dir, tmp_path, stage):
     assert (tmp_path / "ds" / "checkpoints" / "step_000002" / "deepspeed").is_dir()
 
 
+@pytest.mark.e2e
 def test_two_deepspeed_ranks_under_torchrun_match_the_torch_engine(tiny_model_dir, tmp_path,
                                                                    monkeypatch):
     """ZeRO-3 on 2 gloo ranks: 3 packed rows a step, so rank 1 runs a filler micro-batch to keep

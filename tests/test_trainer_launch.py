@@ -73,6 +73,7 @@ def _assert_same_update(one, two) -> None:
     ("dapo", EPISODES),             # 2 steps of 6 episodes in 3 packed rows: ranks run 2 and 1
     ("dpo", PAIRS),                 # SFT warm-up, then DPO; each last step's one row idles rank 1
 ])
+@pytest.mark.e2e
 def test_two_gloo_ranks_train_to_the_one_process_parameters(tiny_model_dir, tmp_path, loop, items):
     one = train(loop, tiny_model_dir, items, _cfg(1), tmp_path / "one")
     two = train(loop, tiny_model_dir, items, _cfg(2), tmp_path / "two")

@@ -10,6 +10,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 import torch
 
 SCRIPT = textwrap.dedent('''
@@ -45,6 +46,7 @@ def _weights(ckpt: Path) -> dict[str, torch.Tensor]:
     return load_file(ckpt / "model.safetensors")
 
 
+@pytest.mark.e2e
 def test_sigkill_mid_run_then_resume_is_bitwise_identical(tiny_model_dir, tmp_path):
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)

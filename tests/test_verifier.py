@@ -8,8 +8,16 @@ import pytest
 import torch
 
 from swe_rlvr.config import VerifierConfig
-from trainer.verifier import (VerifierExample, instance_pairs, pairwise_loss, pick_best,
-                              pointwise_loss, score_texts, train_verifier, verifier_text)
+from trainer.verifier import (
+    VerifierExample,
+    instance_pairs,
+    pairwise_loss,
+    pick_best,
+    pointwise_loss,
+    score_texts,
+    train_verifier,
+    verifier_text,
+)
 
 
 def test_pointwise_loss_by_hand():

@@ -28,8 +28,16 @@ import torch
 
 from swe_rlvr.config import TrainerConfig
 from trainer.checkpoint import TRAIN_STATE, copy_tokenizer
-from trainer.engine_torch import (compile_enabled, join_process_group, load_model, lr_lambda,
-                                  pick_device, set_threads, shard, sum_over_ranks)
+from trainer.engine_torch import (
+    compile_enabled,
+    join_process_group,
+    load_model,
+    lr_lambda,
+    pick_device,
+    set_threads,
+    shard,
+    sum_over_ranks,
+)
 from trainer.forward import packed_logprobs
 from trainer.packing import PackedBatch
 

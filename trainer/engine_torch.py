@@ -25,9 +25,8 @@ from pathlib import Path
 
 import torch
 
-from swe_rlvr import spans
+from swe_rlvr import precision, spans
 from swe_rlvr.config import TrainerConfig
-from swe_rlvr.precision import native_bf16, warn_if_emulated
 from trainer.checkpoint import load_train_state, save_checkpoint
 from trainer.forward import compile_layers, packed_logprobs, use_segment_attention
 from trainer.packing import PackedBatch
@@ -91,11 +90,8 @@ def all_reduce_grads(params, device: torch.device, bucket: int = 1 << 25) -> Non
 
 
 def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("trainer.device is 'cuda' but torch sees no GPU; use 'auto' or 'cpu'.")
-    return torch.device(name)
+    """trainer.device as a torch device (`swe_rlvr.precision.pick_device`)."""
+    return precision.pick_device(name, "trainer.device")
 
 
 def compile_enabled(setting: bool | str, device: torch.device) -> bool:
@@ -105,14 +101,6 @@ def compile_enabled(setting: bool | str, device: torch.device) -> bool:
     if setting == "auto":
         return device.type == "cuda"
     raise ValueError(f"trainer.compile must be true, false or auto, got {setting!r}.")
-
-
-def autocast_enabled(setting: str, device: torch.device) -> bool:
-    """trainer.autocast: bf16 autocast on "bf16", never on "fp32", and for "auto" where the
-    device multiplies bf16 natively (`swe_rlvr.precision`)."""
-    if setting not in ("auto", "bf16", "fp32"):
-        raise ValueError(f"trainer.autocast must be auto, bf16 or fp32, got {setting!r}.")
-    return setting == "bf16" or (setting == "auto" and native_bf16(device))
 
 
 def make_optimizer(params, lr: float, weight_decay: float, device: torch.device):
@@ -175,7 +163,7 @@ class TorchEngine:
             self.device = torch.device("cuda", torch.cuda.current_device())
         set_threads(cfg, self.device)
         if cfg.autocast == "bf16":
-            warn_if_emulated("trainer.autocast=bf16", self.device)
+            precision.warn_if_emulated("trainer.autocast=bf16", self.device)
         with spans.span("model_load"):
             self.model = load_model(Path(model_dir), self.device, cfg.grad_checkpointing,
                                     compile_enabled(cfg.compile, self.device))
@@ -188,7 +176,7 @@ class TorchEngine:
         checkpointed layer's recompute runs in a context of its own), so the cache saved no cast
         and only held every bf16 copy until the forward returned: 125-270 MB of SmolLM2's update
         peak on CPU."""
-        if autocast_enabled(self.cfg.autocast, self.device):
+        if precision.autocast_enabled(self.cfg.autocast, self.device):
             return torch.autocast(self.device.type, dtype=torch.bfloat16, cache_enabled=False)
         return contextlib.nullcontext()
 

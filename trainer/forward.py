@@ -174,7 +174,7 @@ def head_chunk_rows(vocab: int, budget: int | None = None) -> int:
     return max(1, (LOGITS_BUDGET if budget is None else budget) // max(1, vocab))
 
 
-def head_logprobs(hidden: torch.Tensor, head: torch.nn.Module, targets: torch.Tensor,
+def head_logprobs(hidden: torch.Tensor, head: torch.nn.Linear, targets: torch.Tensor,
                   chunk: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(A, D) hidden states, (A,) next tokens -> (A,) log-probs and (A,) entropies, chunked.
 
@@ -194,8 +194,10 @@ def hidden_states(model, batch: PackedBatch) -> torch.Tensor:
     """Last hidden states (T, D) of one packed row, segments isolated."""
     device = next(model.parameters()).device
     cu = batch.attention_bounds                                    # (S + 1,) int32
-    shared = {} if batch.attn_index is None else {
-        "attn_index": batch.attn_index.to(device), "out_index": batch.out_index.to(device)}
+    shared: dict[str, torch.Tensor] = {}
+    if batch.attn_index is not None:
+        assert batch.out_index is not None  # packing sets the two together
+        shared = {"attn_index": batch.attn_index.to(device), "out_index": batch.out_index.to(device)}
     out = model.base_model(input_ids=batch.input_ids[None].to(device),
                            position_ids=batch.position_ids[None].to(device), use_cache=False,
                            segment_cu=cu, segment_cu_device=cu.to(device) if device.type == "cuda"

@@ -21,6 +21,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -28,7 +29,7 @@ import torch
 from swe_rlvr.config import Config, TrainerConfig, from_dict, to_dict
 from trainer.loops import TrainResult, run_dapo, run_dpo, run_rft
 
-LOOPS = {"rft": run_rft, "dapo": run_dapo, "dpo": run_dpo}
+LOOPS: dict[str, Callable[..., TrainResult]] = {"rft": run_rft, "dapo": run_dapo, "dpo": run_dpo}
 ROOT = Path(__file__).resolve().parents[1]
 """The repository root, put on the ranks' PYTHONPATH so `-m trainer.launch` resolves."""
 

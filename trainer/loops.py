@@ -36,14 +36,13 @@ from pathlib import Path
 
 import torch
 
+from swe_rlvr import precision
 from swe_rlvr.config import Config, TrainerConfig
 from trainer.episodes import Episode, strip_guidance, trim_tail
 from trainer.losses import Normaliser
-from trainer.microbatch import (MicroBatch, dpo_step_loss, pair_logprobs, policy_step_loss,
-                                sft_step_loss)
+from trainer.microbatch import MicroBatch, dpo_step_loss, pair_logprobs, policy_step_loss, sft_step_loss
 from trainer.packing import pack
-from trainer.steps import (ENGINES, Rows, Run, Steps, TrainResult, cached, no_grad_logprobs,
-                           open_run, own_rows, train)
+from trainer.steps import ENGINES, Rows, Run, Steps, TrainResult, cached, no_grad_logprobs, open_run, own_rows, train
 
 __all__ = ["ENGINES", "TrainResult", "aggregation", "attach", "micro_batches", "prepare",
            "run_dapo", "run_dpo", "run_rft", "step_normalisers", "step_plan"]
@@ -136,18 +135,10 @@ def sampler_is_policy(cfg: Config, same_context: list[bool]) -> list[bool]:
 def same_numerics(cfg: Config) -> bool:
     """Do the sampler and the trainer compute log-probs alike: fp32 weights on both sides, no
     autocast? A bf16 sampler's log-probs differ from fp32's by ~1e-3 per token (up to ~6e-3, the
-    GPU engine check), so they are recomputed (a no-grad forward), not trusted as policy k's."""
-    from agent.engines import sampling_dtype
-    return compute_dtype(cfg.trainer) == "float32" and sampling_dtype(cfg.engine) == "float32"
-
-
-def compute_dtype(t: TrainerConfig) -> str:
-    """The precision the trainer's matmuls run in: bf16 under autocast (the torch engine's
-    trainer.autocast; DeepSpeed's bf16 on CUDA), else fp32."""
-    from trainer.engine_torch import autocast_enabled, pick_device
-    device = pick_device(t.device)
-    bf16 = autocast_enabled(t.autocast, device) if t.engine == "torch" else device.type == "cuda"
-    return "bfloat16" if bf16 else "float32"
+    GPU engine check), so they are recomputed (a no-grad forward), not trusted as policy k's.
+    Both dtypes follow `swe_rlvr.precision`'s rules."""
+    return (precision.compute_dtype(cfg.trainer) == "float32"
+            and precision.sampling_dtype(cfg.engine) == "float32")
 
 
 def old_logprobs(run: Run, steps: Steps, plan: list[list[int]],

@@ -84,10 +84,11 @@ def sft_step_loss(mb: MicroBatch, logprobs: torch.Tensor) -> tuple[torch.Tensor,
 def policy_step_loss(mb: MicroBatch, logprobs: torch.Tensor, *, clip_low: float,
                      clip_high: float, kl_coef: float = 0.0) -> tuple[torch.Tensor, Metrics]:
     """Clipped policy gradient against `old_logprobs`; the mismatch is old vs the sampler's."""
-    loss, metrics = policy_loss(logprobs, mb.old_logprobs, mb.advantages, mb.mask, norm=mb.norm,
+    old = _required(mb.old_logprobs, "old_logprobs")
+    loss, metrics = policy_loss(logprobs, old, mb.advantages, mb.mask, norm=mb.norm,
                                 seq_ids=mb.seq_ids, clip_low=clip_low, clip_high=clip_high,
                                 ref_logprobs=mb.ref_logprobs, kl_coef=kl_coef)
-    return loss, {**metrics, **mismatch_metrics(mb.old_logprobs, mb.sampler_logprobs, mb.mask)}
+    return loss, {**metrics, **mismatch_metrics(old, mb.sampler_logprobs, mb.mask)}
 
 
 def sequence_sums(logprobs: torch.Tensor, mb: MicroBatch) -> torch.Tensor:
@@ -109,5 +110,13 @@ def dpo_step_loss(mb: MicroBatch, logprobs: torch.Tensor, *,
                   beta: float) -> tuple[torch.Tensor, Metrics]:
     """DPO on the row's pairs against the reference's sequence log-probs."""
     chosen, rejected = pair_logprobs(logprobs, mb)                 # (P,), (P,)
-    return dpo_loss(chosen, rejected, mb.ref_chosen, mb.ref_rejected, beta=beta,
-                    num_pairs=mb.num_pairs)
+    return dpo_loss(chosen, rejected, _required(mb.ref_chosen, "ref_chosen"),
+                    _required(mb.ref_rejected, "ref_rejected"), beta=beta, num_pairs=mb.num_pairs)
+
+
+def _required(value: torch.Tensor | None, name: str) -> torch.Tensor:
+    """A field that this loss reads and that the training loop attaches before it runs."""
+    if value is None:
+        raise ValueError(f"This loss needs MicroBatch.{name}; attach it to every micro-batch of the "
+                         f"step first (trainer.loops.attach).")
+    return value

@@ -23,7 +23,7 @@ def build_pairs(episodes: list[EpisodeOutcome]) -> list[tuple[str, str]]:
             wins[o.instance_id].append(o.episode_id)
         elif o.is_sample and not o.guided and not o.resolved:
             losses[o.instance_id].append(o.episode_id)
-    pairs = []
+    pairs: list[tuple[str, str]] = []
     for instance_id in sorted(wins):
         pairs.extend(zip(sorted(wins[instance_id]), sorted(losses.get(instance_id, []))))
     return pairs

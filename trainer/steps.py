@@ -96,10 +96,8 @@ def make_engine(name: str, model_dir: Path, cfg: Config, *, lr: float, total_ste
 
 def open_run(phase: str, model_dir: Path, cfg: Config, out_dir: Path, *, lr: float,
              total_steps: int, schedule: str, on_step) -> Run:
-    """Engine from the newest step checkpoint under out_dir (resume) or from model_dir (fresh)."""
-    from agent.engines import served
-    served.release()          # an inference server of this process gives its memory to the trainer
-    served.release_shared()   # and so does the run's shared one (Ray runner)
+    """Engine from the newest step checkpoint under out_dir (resume) or from model_dir (fresh).
+    The caller frees any inference server first (`tasks.update`): the trainer knows none."""
     out_dir = Path(out_dir)
     ckpt = latest_checkpoint(out_dir / "checkpoints")
     engine = make_engine(cfg.trainer.engine, ckpt or Path(model_dir), cfg, lr=lr,
@@ -151,7 +149,8 @@ class Totals:
     """Action-token-weighted sums of one step's metrics over its micro-batches (and ranks)."""
 
     def __init__(self) -> None:
-        self.loss, self.actions, self.tokens, self.sums = 0.0, 0, 0, {}
+        self.loss, self.actions, self.tokens = 0.0, 0, 0
+        self.sums: dict[str, float] = {}
 
     def add(self, loss: torch.Tensor, metrics: dict, entropy: torch.Tensor, b: PackedBatch) -> None:
         n = b.num_actions

@@ -19,8 +19,8 @@ from __future__ import annotations
 import logging
 import random
 from dataclasses import dataclass
-from typing import get_args
 from pathlib import Path
+from typing import get_args
 
 import torch
 import torch.nn.functional as F

@@ -29,21 +29,4 @@ def make_engine(cfg: Any) -> Engine:
     return getattr(importlib.import_module(module_name), class_name)(cfg)
 
 
-def sampling_dtype(cfg: Any) -> str | None:
-    """The weights' dtype `cfg` (an EngineConfig) samples with, where this process can know it:
-    the hf engine's and the managed vLLM server's own rules (engine.dtype, or for "auto" bf16 on
-    a GPU and fp32 on CPU, and fp32). None for scripted policies, a user's server (openai) and
-    the offline vllm engine at "auto" (the checkpoint's dtype)."""
-    if cfg.name.startswith("scripted"):
-        return None
-    if cfg.name == "vllm-server":
-        from agent.engines.served import server_dtype
-        return server_dtype(cfg)
-    if cfg.name in ("hf", "auto"):
-        from agent.engines.hf import weights_dtype
-        return weights_dtype(cfg)
-    return None if cfg.dtype == "auto" else cfg.dtype
-
-
-__all__ = ["ENGINES", "Engine", "Sample", "SamplingParams", "UNFILTERED", "is_unfiltered", "make_engine",
-           "sampling_dtype"]
+__all__ = ["ENGINES", "Engine", "Sample", "SamplingParams", "UNFILTERED", "is_unfiltered", "make_engine"]

@@ -16,8 +16,9 @@ update that follows gets the memory back.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from agent.engines import make_engine
 

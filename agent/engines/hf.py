@@ -32,7 +32,7 @@ from agent.engines.base import UNFILTERED, Sample, SamplingParams, eos_ids
 from agent.engines.continuous import Request, Scheduler
 from agent.engines.kvcache import PrefixCache, RowKV, growing_cache, row_view
 from swe_rlvr import spans
-from swe_rlvr.precision import native_bf16, warn_if_emulated
+from swe_rlvr.precision import engine_dtype, pick_device, warn_if_emulated
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +52,8 @@ class HFEngine:
         if cfg.torch_threads > 0:
             torch.set_num_threads(cfg.torch_threads)
         self.cfg = cfg
-        self.device = _pick_device(cfg.device)
-        self.dtype = _pick_dtype(cfg.dtype, self.device)
+        self.device = pick_device(cfg.device, "engine.device")
+        self.dtype = engine_dtype(cfg.dtype, self.device)
         if cfg.dtype == "bfloat16":
             warn_if_emulated("engine.dtype=bfloat16", self.device)
         self.tokenizer = AutoTokenizer.from_pretrained(cfg.model)
@@ -163,26 +163,3 @@ def _left_pad(prompts: list[list[int]], pad_id: int, device: torch.device):
         mask[row, width - len(prompt):] = 1
     return ids.to(device), mask.to(device)
 
-
-def weights_dtype(cfg: Any) -> str:
-    """The dtype this engine would hold `cfg`'s weights in, e.g. "float32"."""
-    return str(_pick_dtype(cfg.dtype, _pick_device(cfg.device))).removeprefix("torch.")
-
-
-def _pick_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"engine.device={name!r} but torch sees no CUDA GPU; use cpu or auto.")
-    return torch.device(name)
-
-
-def _pick_dtype(name: str, device: torch.device) -> torch.dtype:
-    """engine.dtype: auto is bf16 where the device multiplies it natively, else fp32
-    (`swe_rlvr.precision`)."""
-    if name == "auto":
-        return torch.bfloat16 if native_bf16(device) else torch.float32
-    choices = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-    if name not in choices:
-        raise ValueError(f"Unknown engine.dtype {name!r}; choose one of: auto, {', '.join(choices)}.")
-    return choices[name]

@@ -12,7 +12,8 @@ when this process goes, even under SIGKILL.
 - A new policy (another `engine.model`, or `load_weights`) restarts the server on it. That is the
   weight update: vLLM 0.32's in-place reload misses tied LM heads (`agent.engines.vllm`), and a
   restart of a small model on CPU costs its start-up, which the `server_start` span records.
-- `release()` stops it, so the update gets the memory back (`tasks.update` calls it first).
+- `release()` stops it, so the update gets the memory back: `tasks.update` calls `release_all()`
+  before it trains (the trainer knows no inference server).
 - Requests go through `OpenAIEngine` (token ids in, ids and processed log-probs out, filters
   off). `continuous = True` tells the rollout runner to send each episode's turn when it is
   ready instead of gathering a static batch, so vLLM batches continuously.
@@ -50,6 +51,7 @@ from typing import Any
 
 from agent.engines.openai import OpenAIEngine
 from swe_rlvr import spans
+from swe_rlvr.precision import server_dtype
 
 log = logging.getLogger(__name__)
 
@@ -72,11 +74,6 @@ def server_python(cfg: Any) -> str:
         if candidate and Path(candidate).is_file():
             return candidate
     return ""
-
-
-def server_dtype(cfg: Any) -> str:
-    """The server's weights' dtype: fp32 for engine.dtype auto, else engine.dtype."""
-    return "float32" if cfg.dtype == "auto" else cfg.dtype
 
 
 def server_command(python: str, model_dir: str, port: int, cfg: Any) -> list[str]:
@@ -136,7 +133,7 @@ class ManagedServer:
         self.proc: subprocess.Popen | None = None
         self.url = ""
 
-    def start(self) -> "ManagedServer":
+    def start(self) -> ManagedServer:
         port = _free_port()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with spans.span("server_start"), open(self.log_path, "w") as out:
@@ -328,6 +325,13 @@ def release_shared() -> None:
     except ValueError:
         return
     ray.get(actor.release.remote())
+
+
+def release_all() -> None:
+    """Stop this process's server and the run's shared one (`release`, `release_shared`): what a
+    stage calls before it trains, so the trainer gets their memory (`tasks.update`)."""
+    release()
+    release_shared()
 
 
 def make_auto(cfg: Any) -> Any:

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from importlib.resources import files
 from string import Template
 
@@ -17,7 +17,7 @@ from swe_rlvr.config import AgentConfig
 from swe_rlvr.instances import Instance
 
 
-@lru_cache(maxsize=None)
+@cache
 def template(name: str) -> Template:
     """The named template file of this package."""
     return Template(files(__name__).joinpath(name).read_text(encoding="utf-8"))

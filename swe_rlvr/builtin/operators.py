@@ -18,7 +18,7 @@ The grown suite adds (`GROWN`): a reversed comparison (`<` -> `>`), swapped call
 from __future__ import annotations
 
 import ast
-from typing import Callable
+from collections.abc import Callable
 
 Edit = tuple  # (start, end, old, new)
 
@@ -173,7 +173,7 @@ GROWN = ("flip", "swap", "twin", "slice", "bound", "loop")
 """The operators the grown suite adds."""
 
 
-def _gap(left: ast.AST, right: ast.AST, tokens: list, lines: list[str]) -> tuple:
+def _gap(left: ast.expr, right: ast.expr, tokens: list, lines: list[str]) -> tuple:
     """(start, end) of the operator tokens between two operands, parentheses skipped."""
     lo = _pos(lines, left.end_lineno, left.end_col_offset)
     hi = _pos(lines, right.lineno, right.col_offset)
@@ -181,14 +181,16 @@ def _gap(left: ast.AST, right: ast.AST, tokens: list, lines: list[str]) -> tuple
     return (inner[0].start, inner[-1].end) if inner else (lo, lo)
 
 
-def _span(node: ast.AST, lines: list[str]) -> tuple:
+def _span(node: ast.expr | ast.stmt, lines: list[str]) -> tuple:
     """(start, end) of a node as tokenize positions."""
     return (_pos(lines, node.lineno, node.col_offset),
             _pos(lines, node.end_lineno, node.end_col_offset))
 
 
-def _pos(lines: list[str], lineno: int, byte_col: int) -> tuple[int, int]:
+def _pos(lines: list[str], lineno: int | None, byte_col: int | None) -> tuple[int, int]:
     """ast's (line, UTF-8 byte offset) as tokenize's (line, character offset)."""
+    if lineno is None or byte_col is None:  # typeshed's end positions are optional; parsed ones are set
+        raise ValueError("an ast node without a source position")
     return lineno, len(lines[lineno - 1].encode()[:byte_col].decode())
 
 

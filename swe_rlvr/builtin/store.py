@@ -15,9 +15,9 @@ from __future__ import annotations
 import fcntl
 import shutil
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from swe_rlvr.builtin.repository import commit_all, copy_tree, git, has_commits, init
 from swe_rlvr.instances import Instance

@@ -20,7 +20,7 @@ def from_internal(raw: dict) -> Instance:
     unknown = sorted(set(raw) - set(known))
     if unknown:
         raise BadField(unknown[0], f"is not an instance field; valid fields: {', '.join(known)}")
-    row = {name: fields.text(raw, name) for name in _ROW_OPTIONAL if raw.get(name) is not None}
+    row: dict[str, Any] = {name: fields.text(raw, name) for name in _ROW_OPTIONAL if raw.get(name) is not None}
     row.update(instance_id=fields.instance_id(raw), repo=fields.repo(raw),
                                   base_commit=fields.text(raw, "base_commit", nonempty=True),
                problem_statement=fields.text(raw, "problem_statement", nonempty=True),
@@ -48,7 +48,7 @@ def _env_from_row(env: Any) -> EnvSpec:
         raise BadField("env", f"must be a mapping of EnvSpec fields, got {describe(env)}")
     defaults = EnvSpec()
     valid = [f.name for f in dataclasses.fields(EnvSpec)]
-    values = {}
+    values: dict[str, Any] = {}
     for key, value in env.items():
         if key not in valid:
             raise BadField(f"env.{key}", f"is not an EnvSpec field; valid fields: "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from typing import Any
 
 from swe_rlvr.formats import fields
 from swe_rlvr.formats.fields import BadField, describe
@@ -21,7 +22,7 @@ from swe_rlvr.instances import DEFAULT_TEST_CMD, EnvSpec, Instance
 def from_swe_rebench(raw: dict) -> Instance:
     """A SWE-rebench record: SWE-bench fields plus `install_config` and `meta`."""
     config = _install_config(raw)
-    meta = raw.get("meta") if isinstance(raw.get("meta"), dict) else {}
+    meta: dict[str, Any] = raw["meta"] if isinstance(raw.get("meta"), dict) else {}
     if raw.get("meta") is not None and not meta:
         meta = {"meta": raw["meta"]}
     unmapped = {k: v for k, v in config.items() if k not in _ENV_KEYS and v is not None}
