@@ -17,12 +17,60 @@
 #           conflict with prefect's), then the training flow with the managed vLLM server;
 #           SWE_RLVR_SKIP_VLLM=1 skips it
 # `infra/test.sh unit docker` runs only the named stages.
+#
+# What a stage must first fetch or build (the Docker engine and base image, .venv-vllm, the GPU
+# machine's wheels) is network- and disk-bound, so it starts in the background when the run
+# starts (`prep`), beside lint and the unit tier, and the stage waits for it (`await_prep`; its
+# log is printed when it fails). A stage's time includes only the wait.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PY=.venv/bin/python
 declare -a TIMES=()
+declare -A PREP_PIDS=()
 total_start=$(date +%s)
+PREP_DIR=$(mktemp -d "${TMPDIR:-/tmp}/swe-rlvr-test-prep.XXXXXX")
+trap stop_preps EXIT
+
+prep() {  # prep NAME COMMAND...: start COMMAND in the background, in a process group of its own
+  local name=$1
+  shift
+  ( rc=0
+    setsid bash -c 'echo $$ >"$0.pgid"; exec "$@"' "$PREP_DIR/$name" "$@" >"$PREP_DIR/$name.log" 2>&1 || rc=$?
+    echo $rc >"$PREP_DIR/$name.rc" ) &
+  PREP_PIDS[$name]=$!
+}
+
+stop_preps() {  # on exit: stop the preps still running (a failed stage ends the run early)
+  local name
+  for name in "${!PREP_PIDS[@]}"; do
+    if [ ! -f "$PREP_DIR/$name.rc" ] && [ -f "$PREP_DIR/$name.pgid" ]; then
+      kill -TERM -- "-$(cat "$PREP_DIR/$name.pgid")" 2>/dev/null || true
+    fi
+  done
+  rm -rf "$PREP_DIR"
+}
+
+await_prep() {  # await_prep NAME: wait for prep NAME (started now if it was not); its exit code
+  local name=$1 rc
+  [ -n "${PREP_PIDS[$name]:-}" ] || start_prep "$name"
+  wait "${PREP_PIDS[$name]}" || true
+  rc=$(cat "$PREP_DIR/$name.rc" 2>/dev/null || echo 1)
+  echo "[test] prep $name: exit $rc (log: last lines)"
+  grep -v "^WARNING: Location" "$PREP_DIR/$name.log" | tail -n "$([ "$rc" = 0 ] && echo 3 || echo 40)"
+  return "$rc"
+}
+
+start_prep() {  # the background set-up of a stage, if it has one
+  case $1 in
+    docker|e2e) [ -n "${PREP_PIDS[docker]:-}" ] || prep docker bash -c "$DOCKER_PREP" ;;
+    infra) prep infra bash infra/gpu/prepare.sh ;;
+    vllm) [ -n "${SWE_RLVR_SKIP_VLLM:-}" ] || prep vllm bash infra/vllm-cpu/setup.sh ;;
+  esac
+}
+
+DOCKER_PREP='bash infra/docker/engine.sh
+bash infra/docker/base-image.sh || echo "[test] docker base image could not be built; docker tests will skip"'
 
 stage() {  # stage NAME COMMAND...: run COMMAND, print and keep its wall time
   local name=$1 start rc=0
@@ -51,20 +99,20 @@ lint() {
 }
 
 docker_tier() {
-  bash infra/docker/engine.sh
-  bash infra/docker/base-image.sh || echo "[test] docker base image could not be built; docker tests will skip"
+  await_prep docker
   $PY -m pytest -q -m "docker and not (e2e or slow)"
 }
 
 e2e_tier() {
   # The team stack's image comes from the debootstrap base (a few minutes cold, cached after).
+  await_prep docker
   $PY -m pytest -q -m "e2e and not (ray or vllm or gpu or slow)"
 }
 
 vllm_tier() {
   if [ -n "${SWE_RLVR_SKIP_VLLM:-}" ]; then
     echo "[test] SWE_RLVR_SKIP_VLLM is set: vLLM engine tests not run"
-  elif bash infra/vllm-cpu/setup.sh; then
+  elif await_prep vllm; then
     .venv-vllm/bin/python -m pytest -q -m vllm -n 0 tests/test_vllm_engines.py tests/test_vllm_server.py \
       tests/test_teacher_server.py tests/test_served_engine.py
     # The training flow (in .venv) with the managed vLLM server (on .venv-vllm's python).
@@ -74,6 +122,11 @@ vllm_tier() {
   fi
 }
 
+infra_tier() {
+  await_prep infra   # the test runs prepare.sh again; with every wheel fetched it only checks them
+  $PY -m pytest -q -m "infra and not slow"
+}
+
 run_stage() {
   case $1 in
     lint) stage lint lint ;;
@@ -81,13 +134,18 @@ run_stage() {
     docker) stage docker docker_tier ;;
     e2e) stage e2e e2e_tier ;;
     ray) stage ray $PY -m pytest -q -m "ray and not (vllm or gpu or slow)" ;;
-    infra) stage infra $PY -m pytest -q -m "infra and not slow" ;;
+    infra) stage infra infra_tier ;;
     vllm) stage vllm vllm_tier ;;
     *) echo "[test] unknown stage '$1'; choose from: lint unit docker e2e ray infra vllm" >&2; exit 2 ;;
   esac
 }
 
-for name in "${@:-lint unit docker e2e ray infra vllm}"; do
-  for one in $name; do run_stage "$one"; done
+read -ra STAGES <<<"${*:-lint unit docker e2e ray infra vllm}"
+for one in "${STAGES[@]}"; do
+  case $one in lint|unit|docker|e2e|ray|infra|vllm) ;;
+    *) echo "[test] unknown stage '$one'; choose from: lint unit docker e2e ray infra vllm" >&2; exit 2 ;;
+  esac
 done
+for one in "${STAGES[@]}"; do start_prep "$one"; done
+for one in "${STAGES[@]}"; do run_stage "$one"; done
 summary

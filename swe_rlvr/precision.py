@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from typing import TYPE_CHECKING, Any, get_args
 
 from swe_rlvr.config_choices import Autocast, Dtype
@@ -34,6 +35,10 @@ ENGINE_DTYPES = tuple(d for d in get_args(Dtype) if d != "auto")
 """engine.dtype's explicit choices; `auto` follows the rule."""
 AUTOCAST = get_args(Autocast)
 """trainer.autocast's choices."""
+NO_CPU_BF16_ENV = "SWE_RLVR_NO_CPU_BF16"
+"""Set to 1 to treat this CPU as one without bf16 instructions, so that `auto` means fp32 on it:
+for results that must not depend on the machine kind. The test suite sets it (its pinned numbers
+and fp32 equivalences hold on every CPU); the bf16 paths are tested with explicit settings."""
 
 
 def native_bf16(device) -> bool:
@@ -48,7 +53,10 @@ def native_bf16(device) -> bool:
 
 @functools.cache
 def cpu_bf16() -> bool:
-    """AVX512-BF16 or AMX on this CPU (torch's own probes; False where this torch has none)."""
+    """AVX512-BF16 or AMX on this CPU (torch's own probes; False where this torch has none, or
+    where NO_CPU_BF16_ENV is 1)."""
+    if os.environ.get(NO_CPU_BF16_ENV) == "1":
+        return False
     import torch
     probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
     return any(getattr(torch.cpu, name, lambda: False)() for name in probes)

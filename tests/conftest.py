@@ -18,6 +18,21 @@ os.environ.pop("PREFECT_API_URL", None)
 # Its start-up (migrations on a fresh database) can take over Prefect's 20 s default on 2 busy cores.
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
 atexit.register(shutil.rmtree, _PREFECT_HOME, ignore_errors=True)
+# `auto` precision means fp32 on every CPU here, AVX512-BF16 and AMX ones too, so that pinned
+# numbers and fp32 equivalences do not depend on the machine kind (swe_rlvr.precision).
+os.environ["SWE_RLVR_NO_CPU_BF16"] = "1"
+
+LONGEST_FIRST = ("test_real_swebench.py", "test_flows.py", "test_guidance_flow.py",
+                 "test_team_stack.py")
+"""Test files whose scopes take minutes each (cold environments, whole training flows, an image
+build): collected first, so that pytest-xdist's loadscope starts them first and the workers end
+together instead of one finishing a long scope alone. Only the order changes: a stale list costs
+minutes, never a result."""
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable for the rest
 
 
 @pytest.fixture(scope="session")

@@ -44,6 +44,7 @@ def ray_cluster(tmp: Path, nodes: int, cpus: int, env: dict[str, str],
     session directory: that goes to a short directory of its own under the system temp dir, since
     Ray's socket paths must fit AF_UNIX's 107 bytes and a pytest-xdist worker's `tmp` is long."""
     ready = tmp / "address"
+    (tmp / "ray").mkdir(exist_ok=True)                  # Ray writes ray_current_cluster here
     session = Path(tempfile.mkdtemp(prefix="ray-"))
     proc = subprocess.Popen(
         [sys.executable, __file__, f"--nodes={nodes}", f"--cpus={cpus}", f"--gpus={gpus}",

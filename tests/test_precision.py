@@ -16,12 +16,23 @@ CPU = torch.device("cpu")
 @pytest.fixture
 def cpu_probes(monkeypatch):
     """Set what torch's CPU probes report, for the rule's one cached answer."""
+    monkeypatch.delenv(precision.NO_CPU_BF16_ENV, raising=False)   # the suite sets it
+
     def report(avx512_bf16: bool, amx: bool) -> None:
         monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
         monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
         precision.cpu_bf16.cache_clear()
     yield report
     precision.cpu_bf16.cache_clear()
+
+
+def test_the_override_makes_auto_fp32_on_a_bf16_cpu(cpu_probes, monkeypatch):
+    cpu_probes(True, True)
+    monkeypatch.setenv(precision.NO_CPU_BF16_ENV, "1")
+    precision.cpu_bf16.cache_clear()
+    assert precision.engine_dtype("auto", CPU) == torch.float32
+    assert not precision.autocast_enabled("auto", CPU)
+    assert precision.engine_dtype("bfloat16", CPU) == torch.bfloat16   # explicit stays explicit
 
 
 @pytest.mark.parametrize("avx512_bf16, amx, native", [

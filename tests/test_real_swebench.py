@@ -105,35 +105,37 @@ def grade_cli(tmp_path: Path, store: Path, instances: Path, predictions: str, *s
 
 
 @pytest.mark.e2e
-def test_recipes_as_install_config_gold_resolves_all_and_empty_none(repo_store, tmp_path):
-    from swe_rlvr.formats.swe_rebench import install_config_from_recipe
-    recipes = {r["instance_id"]: r for r in map(json.loads, (REAL / "recipes.jsonl").read_text().splitlines())}
-    records = [json.loads(line) for line in (REAL / "instances.jsonl").read_text().splitlines()]
-    rebench = tmp_path / "rebench.jsonl"
-    rebench.write_text("".join(json.dumps({**r, "install_config": install_config_from_recipe(
-        recipes[r["instance_id"]])}) + "\n" for r in records))
-    empty = tmp_path / "empty.jsonl"
-    empty.write_text("".join(json.dumps({"instance_id": r["instance_id"], "model_name_or_path": "empty",
-                                         "model_patch": ""}) + "\n" for r in records))
-    gold = grade_cli(tmp_path, repo_store, rebench, "gold")
-    assert {r["instance_id"] for r in gold if r["resolved"]} == set(recipes), [
-        (r["instance_id"], r["infra_reason"][:300], r["guards"], r["f2p_failed"], r["p2p_failed"][:3])
-        for r in gold if not r["resolved"]]
-    assert all(r["reference_resolved"] and not r["guards"] for r in gold)
-    nothing = grade_cli(tmp_path, repo_store, rebench, str(empty))
-    assert [(r["instance_id"], r["infra_failure"]) for r in nothing if r["resolved"] or r["infra_failure"]] == []
-    assert all(r["f2p_failed"] for r in nothing)
+class TestRecipes:  # a class: its own scope for loadscope, so the three run on both workers
+    def test_recipes_as_install_config_gold_resolves_all_and_empty_none(self, repo_store, tmp_path):
+        from swe_rlvr.formats.swe_rebench import install_config_from_recipe
+        recipes = {r["instance_id"]: r for r in map(json.loads, (REAL / "recipes.jsonl").read_text().splitlines())}
+        records = [json.loads(line) for line in (REAL / "instances.jsonl").read_text().splitlines()]
+        rebench = tmp_path / "rebench.jsonl"
+        rebench.write_text("".join(json.dumps({**r, "install_config": install_config_from_recipe(
+            recipes[r["instance_id"]])}) + "\n" for r in records))
+        empty = tmp_path / "empty.jsonl"
+        empty.write_text("".join(json.dumps({"instance_id": r["instance_id"], "model_name_or_path": "empty",
+                                             "model_patch": ""}) + "\n" for r in records))
+        gold = grade_cli(tmp_path, repo_store, rebench, "gold")
+        assert {r["instance_id"] for r in gold if r["resolved"]} == set(recipes), [
+            (r["instance_id"], r["infra_reason"][:300], r["guards"], r["f2p_failed"], r["p2p_failed"][:3])
+            for r in gold if not r["resolved"]]
+        assert all(r["reference_resolved"] and not r["guards"] for r in gold)
+        nothing = grade_cli(tmp_path, repo_store, rebench, str(empty))
+        assert [(r["instance_id"], r["infra_failure"]) for r in nothing if r["resolved"] or r["infra_failure"]] == []
+        assert all(r["f2p_failed"] for r in nothing)
 
 
 @pytest.mark.e2e
-def test_plain_records_build_from_swebench_specs_and_resolve_or_name_why(repo_store, tmp_path, capsys):
-    """No install_config: each environment comes from SWE-bench's spec for its repo and version.
-    Every instance either resolves or is an infrastructure failure that names its reason."""
-    gold = grade_cli(tmp_path, repo_store, REAL / "instances.jsonl", "gold")
-    print(capsys.readouterr().out)
-    for row in gold:
-        assert row["resolved"] or (row["infra_failure"] and row["infra_reason"]), (
-            row["instance_id"], row["guards"], row["f2p_failed"], row["p2p_failed"][:3])
+class TestSwebenchSpecs:  # a class: its own scope for loadscope, so the three run on both workers
+    def test_plain_records_build_from_swebench_specs_and_resolve_or_name_why(self, repo_store, tmp_path, capsys):
+        """No install_config: each environment comes from SWE-bench's spec for its repo and version.
+        Every instance either resolves or is an infrastructure failure that names its reason."""
+        gold = grade_cli(tmp_path, repo_store, REAL / "instances.jsonl", "gold")
+        print(capsys.readouterr().out)
+        for row in gold:
+            assert row["resolved"] or (row["infra_failure"] and row["infra_reason"]), (
+                row["instance_id"], row["guards"], row["f2p_failed"], row["p2p_failed"][:3])
 
 
 @pytest.fixture
@@ -155,18 +157,19 @@ def without_python39(monkeypatch, tmp_path):
 
 
 @pytest.mark.e2e
-def test_plain_records_without_their_python_name_it_or_fall_back(repo_store, tmp_path, capsys,
-                                                                  without_python39):
-    """SWE-bench's specs ask for Python 3.9. Without it every instance is an infrastructure failure
-    that names the version and the fix; with `sandbox.python_fallback=true` each builds on the
-    nearest Python (3.11 here), carries the warning, and resolves or says why not."""
-    missing = grade_cli(tmp_path, repo_store, REAL / "instances.jsonl", "gold")
-    for row in missing:
-        assert row["infra_failure"] and "Python 3.9 is needed" in row["infra_reason"], row["instance_id"]
-        assert "python_fallback" in row["infra_reason"] and "docker" in row["infra_reason"]
-    fallback = grade_cli(tmp_path, repo_store, REAL / "instances.jsonl", "gold", "sandbox.python_fallback=true")
-    print(capsys.readouterr().out)
-    for row in fallback:
-        assert row["resolved"] or (row["infra_failure"] and row["infra_reason"]), row["instance_id"]
-        if not row["infra_failure"]:
-            assert "built with Python 3.11 instead" in row["log_excerpt"], row["instance_id"]
+class TestWithoutTheirPython:  # a class: its own scope for loadscope, so the three run on both workers
+    def test_plain_records_without_their_python_name_it_or_fall_back(self, repo_store, tmp_path, capsys,
+                                                                      without_python39):
+        """SWE-bench's specs ask for Python 3.9. Without it every instance is an infrastructure failure
+        that names the version and the fix; with `sandbox.python_fallback=true` each builds on the
+        nearest Python (3.11 here), carries the warning, and resolves or says why not."""
+        missing = grade_cli(tmp_path, repo_store, REAL / "instances.jsonl", "gold")
+        for row in missing:
+            assert row["infra_failure"] and "Python 3.9 is needed" in row["infra_reason"], row["instance_id"]
+            assert "python_fallback" in row["infra_reason"] and "docker" in row["infra_reason"]
+        fallback = grade_cli(tmp_path, repo_store, REAL / "instances.jsonl", "gold", "sandbox.python_fallback=true")
+        print(capsys.readouterr().out)
+        for row in fallback:
+            assert row["resolved"] or (row["infra_failure"] and row["infra_reason"]), row["instance_id"]
+            if not row["infra_failure"]:
+                assert "built with Python 3.11 instead" in row["log_excerpt"], row["instance_id"]

@@ -66,7 +66,8 @@ if [ "$dry" = 0 ] && ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_
 fi
 
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-# the image's own pytest plugins (xdist, cov, benchmark, ...) may not fit the carried pytest
+# the image's own pytest plugins (xdist, cov, benchmark, ...) may not fit the carried pytest; so
+# the steps' pytest also drops pyproject's addopts (`-o addopts=`), whose `-n auto` needs xdist
 export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1
 if [ "$dry" = 1 ]; then
   # the steps run in the emulated image that setup links (only its + the carried packages)
@@ -112,7 +113,7 @@ step_setup() {
 }
 
 step_gpu_tests() {
-  local args=(-m pytest -q -p no:cacheprovider -p pytest_timeout -m gpu tests/test_trainer_gpu.py
+  local args=(-m pytest -q -o addopts= -p no:cacheprovider -p pytest_timeout -m gpu tests/test_trainer_gpu.py
               tests/test_trainer_launch.py)
   if [ "$dry" = 1 ]; then
     "${RUN[@]}" "${args[@]}" --collect-only || return 1
@@ -122,7 +123,7 @@ step_gpu_tests() {
 }
 
 step_deepspeed() {
-  local args=(-m pytest -q -p no:cacheprovider -p pytest_timeout tests/test_trainer_deepspeed.py
+  local args=(-m pytest -q -o addopts= -p no:cacheprovider -p pytest_timeout tests/test_trainer_deepspeed.py
               -k zero_matches_torch_engine)
   if [ "$dry" = 1 ]; then
     SWE_RLVR_TEST_DEVICE=cuda "${RUN[@]}" "${args[@]}" --collect-only || return 1
