@@ -225,7 +225,9 @@ def test_generated_split_is_by_function():
         meta = inst.meta()
         key = (meta["project"], meta["file"], meta["function"])
         splits[key].add(inst.split)
-        assert inst.split == split_of(*key), inst.instance_id
+        # dev: whole train functions carved out afterwards (swe_rlvr.builtin.splits)
+        expected = split_of(*key)
+        assert inst.split == expected or (inst.split, expected) == ("dev", "train"), inst.instance_id
     assert all(len(s) == 1 for s in splits.values())
     hashed = [s for (project, _, _), s in splits.items() if project not in HOLDOUT_PROJECTS]
     test_share = sum(s == {"test"} for s in hashed) / len(hashed)

@@ -8,6 +8,8 @@
     instances sit on the other side are listed here, so no new overlap creeps in.
 (c) Train and test share projects (all but the held-out one) and files; only functions are
     kept apart.
+(d) The dev split (`swe_rlvr.builtin.splits`) holds whole functions of the generated tier that
+    were train: no train or test instance touches a dev function, and carving is idempotent.
 
 Besides the rules, the selections that configs depend on are pinned: the quickstart's [easy]
 selection is byte for byte what it was before the `generated` tier existed, and the ladder's
@@ -16,16 +18,15 @@ selection holds at least 500 train instances.
 
 from __future__ import annotations
 
-import ast
+import dataclasses
 import hashlib
 import json
 from collections import defaultdict
 from pathlib import Path
 
-from unidiff import PatchSet
-
-from swe_rlvr.builtin import INSTANCES_PATH, load_builtin, store
+from swe_rlvr.builtin import INSTANCES_PATH, load_builtin
 from swe_rlvr.builtin.mutations import FIRST_PROJECTS, HOLDOUT_PROJECTS, split_of
+from swe_rlvr.builtin.splits import carve_dev, dev_bucket, touched, touched_functions
 from swe_rlvr.config import load_config
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -72,7 +73,10 @@ def test_generated_instances_are_split_by_function():
     sides = defaultdict(set)
     for inst in GENERATED:
         sides[_key(inst)].add(inst.split)
-        assert inst.split == split_of(*_key(inst)), inst.instance_id
+        if inst.split == "dev":
+            assert split_of(*_key(inst)) == "train" and dev_bucket(*_key(inst)), inst.instance_id
+        else:
+            assert inst.split == split_of(*_key(inst)), inst.instance_id
     assert [key for key, splits in sides.items() if len(splits) > 1] == []
 
 
@@ -81,9 +85,9 @@ def test_splits_share_projects_and_files():
     for inst in GENERATED:
         by_project[inst.meta()["project"]].add(inst.split)
         by_file[inst.meta()["project"], inst.meta()["file"]].add(inst.split)
-    shared = {p for p, splits in by_project.items() if splits == {"train", "test"}}
+    shared = {p for p, splits in by_project.items() if splits >= {"train", "test"}}
     assert shared == set(by_project) - set(HOLDOUT_PROJECTS)
-    assert sum(splits == {"train", "test"} for splits in by_file.values()) >= len(shared)
+    assert sum(splits >= {"train", "test"} for splits in by_file.values()) >= len(shared)
 
 
 def test_handwritten_overlaps_are_the_known_ones():
@@ -98,34 +102,6 @@ def test_handwritten_overlaps_are_the_known_ones():
         if other:
             across[inst.instance_id] = other
     assert across == HANDWRITTEN_ACROSS
-
-
-def touched(project: str, patch: str) -> set[tuple[str, str]]:
-    """(file, innermost function name) of each line a gold patch changes, on the upstream side
-    (a removed line counts at the upstream line it sat before)."""
-    found = set()
-    for patched in PatchSet(patch):
-        source = (store.PROJECTS_DIR / project / patched.path).read_text()
-        owner = _function_lines(source)
-        for hunk in patched:
-            position = hunk.target_start
-            for line in hunk:
-                if line.is_added or line.is_removed:
-                    found.add((patched.path, owner.get(position, "")))
-                if not line.is_removed:
-                    position += 1
-    return {(file, function) for file, function in found if function}
-
-
-def _function_lines(source: str) -> dict[int, str]:
-    """Line number -> the name of the innermost function around it."""
-    owner = {}
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for line in range(node.lineno, node.end_lineno + 1):
-                if line not in owner or owner[line][0] < node.lineno:
-                    owner[line] = (node.lineno, node.name)
-    return {line: name for line, (_, name) in owner.items()}
 
 
 def test_first_generation_records_are_unchanged():
@@ -149,3 +125,27 @@ def test_quickstart_keeps_its_selection_and_the_ladder_gets_the_grown_suite():
     assert (count(("easy",), "train"), count(("easy",), "test")) == (107, 30)
     assert "generated" in ladder.instances.tiers
     assert count(ladder.instances.tiers, "train") >= 500
+
+
+def test_dev_split_holds_whole_generated_train_functions():
+    dev = [i for i in INSTANCES if i.split == "dev"]
+    assert {i.difficulty for i in dev} == {"generated"}
+    assert 80 <= len(dev) <= 160, len(dev)   # about a fifth of the generated tier's train side
+    dev_keys = {_key(i) for i in dev}
+    for inst in INSTANCES:
+        if inst.split != "dev":
+            assert not touched_functions(inst) & dev_keys, inst.instance_id
+    assert carve_dev(INSTANCES) == INSTANCES   # the shipped file is carved, and carving is stable
+
+
+def test_carving_moves_only_unpinned_functions_in_the_bucket():
+    """A hand-made pair of records: a generated train mutant in a dev-bucket function moves to
+    dev unless a pinned (easy) train instance touches the same function."""
+    gen = next(i for i in INSTANCES if i.split == "dev")
+    back = dataclasses.replace(gen, split="train")
+    assert carve_dev([back]) == [gen]
+    pin = dataclasses.replace(back, instance_id="swe-rlvr__pin-1", difficulty="easy")
+    assert carve_dev([back, pin]) == [back, pin]
+    pinned = {k for i in INSTANCES if i.difficulty != "generated" for k in touched_functions(i)}
+    kept = [i for i in GENERATED if i.split == "train" and i.difficulty == "generated"]
+    assert all(not dev_bucket(*_key(i)) or _key(i) in pinned for i in kept)

@@ -47,7 +47,7 @@ def test_counts_projects_and_splits():
     test_share = sum(i.split == "test" for i in HANDWRITTEN) / len(HANDWRITTEN)
     assert 0.25 <= test_share <= 0.4  # about a third
     assert projects == {f"swe-rlvr/{p}" for p in FIRST_PROJECTS} < {i.repo for i in INSTANCES}
-    assert {i.split for i in INSTANCES} == {"train", "test"}
+    assert {i.split for i in INSTANCES} == {"train", "dev", "test"}   # dev: generated only
     assert INSTANCES[:len(HANDWRITTEN)] == HANDWRITTEN       # hand-written first, then generated
     assert {i.meta()["kind"] for i in INSTANCES[len(HANDWRITTEN):]} <= {"mutation"}
 

@@ -1,4 +1,5 @@
-"""Generate `instances.jsonl`: `python -m swe_rlvr.builtin.build`.
+"""Generate `instances.jsonl`: `python -m swe_rlvr.builtin.build` (`--carve-dev`: only re-carve the
+dev split of the shipped file, `splits.carve_dev`).
 
 The hand-written instances come first, from the specs. For each project it builds the upstream
 commit, then for each spec injects the bug as a commit (its SHA is `base_commit`), diffs it
@@ -8,6 +9,7 @@ on the touched test files before and after the gold patch to derive FAIL_TO_PASS
 projects' own tests detect; the easy tier's, then the generated tier's: about 2,200 candidate
 runs, 37 minutes on two cores that another run shared). Finally it re-materialises every project
 from all the new records to prove the reverse-applied patches reproduce the base commits. The
+dev split is carved out of the generated tier's train functions last (`splits.carve_dev`). The
 output is deterministic: two builds write byte-identical files.
 """
 
@@ -25,6 +27,7 @@ from swe_rlvr.builtin.mutants import generate_instances
 from swe_rlvr.builtin.outcomes import passed, run_pytest
 from swe_rlvr.builtin.repository import commit_all, git
 from swe_rlvr.builtin.spec import InstanceSpec, SpecError, load_specs
+from swe_rlvr.builtin.splits import carve_dev
 from swe_rlvr.instances import Instance
 from swe_rlvr.patches import patch_files
 
@@ -111,7 +114,7 @@ def write_jsonl(instances: list[Instance], path: Path = INSTANCES_PATH) -> None:
 
 def main(workers: int = 2) -> None:
     start = time.perf_counter()
-    instances = build_instances() + generate_instances(workers)
+    instances = carve_dev(build_instances() + generate_instances(workers))
     write_jsonl(instances)
     with tempfile.TemporaryDirectory(prefix="swe-rlvr-store-") as tmp:
         for repo in sorted({i.repo for i in instances}):
@@ -122,19 +125,30 @@ def main(workers: int = 2) -> None:
 
 
 def print_counts(instances: list[Instance]) -> None:
-    """Per kind and tier, train/test counts; for the generated ones per project and operator."""
+    """Per kind and tier, train/dev/test counts; for the generated ones per project and operator."""
     for kind in ("handwritten", "mutation"):
         some = [i for i in instances if i.meta().get("kind") == kind]
         for tier in ("easy", "medium", "hard", "generated"):
             counts = Counter(i.split for i in some if i.difficulty == tier)
             if counts:
-                print(f"{kind:11s} {tier:9s} train={counts['train']:3d} test={counts['test']:3d}")
+                print(f"{kind:11s} {tier:9s} train={counts['train']:3d} dev={counts['dev']:3d} "
+                      f"test={counts['test']:3d}")
         for key in ("project", "operator") if kind == "mutation" else ():
             pairs = Counter((f"{i.meta()[key]}/{i.difficulty}", i.split) for i in some)
             print(f"{kind:11s} by {key}/tier: " + ", ".join(
-                f"{name} {pairs[name, 'train']}/{pairs[name, 'test']}"
-                for name in sorted({k for k, _ in pairs})) + " (train/test)")
+                f"{name} {pairs[name, 'train']}/{pairs[name, 'dev']}/{pairs[name, 'test']}"
+                for name in sorted({k for k, _ in pairs})) + " (train/dev/test)")
+
+
+def carve_shipped() -> None:
+    """Apply `carve_dev` to the shipped file in place (idempotent; no test is run)."""
+    from swe_rlvr.builtin import load_builtin
+    instances = carve_dev(load_builtin())
+    write_jsonl(instances)
+    print_counts(instances)
+    print(f"wrote {len(instances)} instances to {INSTANCES_PATH}")
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+    carve_shipped() if sys.argv[1:] == ["--carve-dev"] else main()
