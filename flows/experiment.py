@@ -25,7 +25,10 @@ same thing twice, at ~5 CPU minutes an evaluation at the CPU size). Seed s sets
 `engine.seed` and `trainer.seed`. Everything lands under `out`: one run directory per (arm,
 seed) named `<arm>-seed<s>` (`out` is the run root, so the SQLite MLflow store is
 `out/mlflow.db`), `results/<arm>/seed<s>.json`, `report.md`, `ladder.png` (pass@1 per iteration)
-and `curves.png` (train resolve and group-signal rate per training iteration).
+and `curves.png` (train resolve and group-signal rate per training iteration). Run directories do
+not outlive their machine, so with `results_dir` (e.g. docs/ladder) each (arm, seed) result is
+also merged into a small committable `seed-<s>.json` with its commit, config and hardware, and
+`swe-rlvr experiment report` rebuilds the report from those files alone (`tasks.ladder_results`).
 
 The design is stated before anything runs (`plan_ladder`, `swe-rlvr experiment ladder --plan`):
 the arms, the seeds, the evaluation's instances x runs = graded episodes per arm and seed, and the
@@ -139,6 +142,10 @@ class Ladder:
     seeds: list[int]
     arms: list[str]
     base_rate: float = PLAN_BASE_RATE
+    results_dir: Path | None = None
+    """Where the committable seed-<n>.json files go (`tasks.ladder_results`); None: nowhere."""
+    meta: dict | None = None
+    """`tasks.ladder_results.ladder_meta` of this invocation, when results_dir is set."""
 
     def seed_overrides(self, arm: Arm, seed: int, policy: str) -> list[str]:
         return [*self.overrides, *arm_overrides(arm, self.cfg), f"engine.model={policy}",
@@ -204,10 +211,13 @@ def plan_ladder(config: str | Path | None = None, overrides: Sequence[str] = (),
 
 def run_ladder(config: str | Path | None = None, overrides: Sequence[str] = (), seeds: int = 3,
                arms: Sequence[str] = tuple(ARMS), out: str | Path = "runs/ladder",
-               only_seeds: Sequence[int] = (), base_rate: float = PLAN_BASE_RATE) -> str:
+               only_seeds: Sequence[int] = (), base_rate: float = PLAN_BASE_RATE,
+               results_dir: str | Path | None = None) -> str:
     """Run (or resume) the ladder; returns the path of report.md. `only_seeds` (a subset of
     0..seeds-1) runs just those; the report still covers every seed that has a result.
-    `base_rate`: the pass@1 the design's minimum detectable difference assumes."""
+    `base_rate`: the pass@1 the design's minimum detectable difference assumes. `results_dir`:
+    every (arm, seed) result, finished now or earlier, is also merged into its committable
+    `results_dir/seed-<s>.json` (`tasks.ladder_results`)."""
     from flows.preflight import preflight
     if seeds < 1:
         raise ConfigError(f"--seeds must be at least 1 (got {seeds}); use 3 or more for a CI.")
@@ -222,6 +232,10 @@ def run_ladder(config: str | Path | None = None, overrides: Sequence[str] = (), 
     preflight(cfg)
     ladder = Ladder(str(config) if config else None, overrides, cfg, out, list(range(seeds)),
                     arms_to_run(list(arms)), base_rate)
+    if results_dir is not None:
+        from tasks.ladder_results import ladder_meta
+        ladder.results_dir = Path(results_dir).resolve()
+        ladder.meta = ladder_meta(cfg, ladder.config, overrides, eval_instance_count(cfg))
     out.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
     parent = _tracking_run(cfg, out, None)
@@ -242,6 +256,7 @@ def _run_arm_seed(ladder: Ladder, arm: Arm, seed: int, arm_run: str) -> dict:
     if done:
         log.info("ladder: %s seed %d already done (pass@1 %.3f), skipped", arm.name, seed,
                  done["pass1"])
+        _record(ladder, done)
         return done
     parent = None
     if arm.parent:
@@ -264,7 +279,18 @@ def _run_arm_seed(ladder: Ladder, arm: Arm, seed: int, arm_run: str) -> dict:
     log.info("ladder: %s seed %d done in %.1f min: pass@1 %.3f, format errors %.2f, submit %.2f, "
              "turns %.1f", arm.name, seed, row["wall_s"] / 60, row["pass1"],
              row["format_error_rate"], row["submit_rate"], row["mean_turns"])
+    _record(ladder, row)
     return row
+
+
+def _record(ladder: Ladder, row: dict) -> None:
+    """Merge the (arm, seed) result into its committable seed file, when the ladder has one."""
+    if ladder.results_dir is None or ladder.meta is None:
+        return
+    from tasks.ladder_results import finished_at, update_seed_file
+    path = ladder.result_path(row["arm"], row["seed"])
+    update_seed_file(ladder.results_dir / f"seed-{row['seed']}.json", row,
+                     {**ladder.meta, "finished": finished_at(path)})
 
 
 def _flow(name: str):

@@ -5,11 +5,13 @@
     swe-rlvr experiment ladder --only-seeds 1 trainer.torch_threads=1   # beside --only-seeds 0,2
     swe-rlvr experiment ladder orchestration.iterations=3 engine.device=cuda engine.name=vllm
     swe-rlvr experiment ladder --plan eval.limit=0 eval.runs=4    # the design and its MDD only
+    swe-rlvr experiment ladder --only-seeds 0 --results-dir docs/ladder   # + committable seed-0.json
+    swe-rlvr experiment report docs/ladder --out docs/ladder-cpu.md     # the report from those
 
 The design (arms, seeds, graded episodes per arm and seed, minimum detectable difference) is
 printed before anything runs; --plan prints it and stops. Rerunning with the same --out resumes:
 finished (arm, seed) pairs are skipped. See `flows.experiment` for the arms and where everything
-lands.
+lands, and `tasks.ladder_results` for the committable seed files and the report built from them.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import argparse
 
 LADDER_CONFIG = "configs/ladder.yaml"
 SMOLLM2_DIR = "runs/.models/smollm2"
+REPORT_OUT = "docs/ladder-cpu.md"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -44,9 +47,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     ladder.add_argument("--base-rate", type=float, default=PLAN_BASE_RATE,
                         help=f"pass@1 the minimum detectable difference assumes "
                              f"(default {PLAN_BASE_RATE})")
+    ladder.add_argument("--results-dir", default=None,
+                        help="where the committable seed-<n>.json files go, e.g. docs/ladder "
+                             "(each finished arm of a seed is merged into its seed's file)")
     ladder.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                         help="dotted overrides, e.g. orchestration.iterations=2 eval.runs=3")
     ladder.set_defaults(handler=_ladder)
+    report = experiments.add_parser("report", help="the ladder's report from committed "
+                                                   "seed-<n>.json files alone")
+    report.add_argument("dir", metavar="DIR",
+                        help="folder of seed-<n>.json files (ladder --results-dir), e.g. "
+                             "docs/ladder")
+    report.add_argument("--out", default=REPORT_OUT,
+                        help=f"markdown report; its two PNGs go beside it (default {REPORT_OUT})")
+    report.set_defaults(handler=_report)
 
 
 def _ladder(args: argparse.Namespace) -> int:
@@ -72,7 +86,22 @@ def _ladder(args: argparse.Namespace) -> int:
         raise SystemExit(f"--only-seeds takes a comma list of seed numbers, e.g. 1,2 "
                          f"(got {args.only_seeds!r})") from None
     report = run_ladder(args.config, args.overrides, seeds=args.seeds, arms=arms, out=args.out,
-                        only_seeds=only, base_rate=args.base_rate)
+                        only_seeds=only, base_rate=args.base_rate, results_dir=args.results_dir)
     print(Path(report).read_text())
     print(f"report: {report}")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from flows.experiment import ARMS
+    from swe_rlvr.config import ConfigError
+    from tasks.ladder_results import write_committed_report
+    folder = Path(args.dir)
+    if not folder.is_dir():
+        raise ConfigError(f"DIR {args.dir} is not a folder; pass the --results-dir of `swe-rlvr "
+                          f"experiment ladder` (e.g. docs/ladder).")
+    write_committed_report(folder, Path(args.out), order=list(ARMS))
+    print(f"report: {args.out}")
     return 0
