@@ -318,7 +318,12 @@ def test_compiled_layers_match_eager_loss_and_gradients(tiny_model_dir):
             (logp * row.loss_mask * row.advantages).sum().backward()
         grads.append({n: p.grad for n, p in model.named_parameters()})
     for name, eager in grads[0].items():
-        assert torch.allclose(grads[1][name], eager, atol=1e-6, rtol=1e-4), name
+        # fp32 sums in another order (the compiled kernels vectorise by the CPU's ISA: AVX2 or
+        # AVX512) differ by a few ulps of the largest summand, not of each element: the tied
+        # embedding's gradient (max ~30) differs by ~4e-6 on an AVX512 CPU
+        atol = 1e-6 + 1e-6 * eager.abs().max().item()
+        assert torch.allclose(grads[1][name], eager, atol=atol, rtol=1e-4), (
+            name, (grads[1][name] - eager).abs().max().item(), atol)
 
 
 @pytest.mark.e2e
