@@ -29,6 +29,7 @@ def rl_iteration(cfg: Config, run_dir: str, iteration: int, policy_dir: str,
                                    verifier_dir) if evaluate else None
     pool = s.curriculum.submit(run_dir, iteration, cfg) if cfg.algorithm.curriculum else None
     insts = s.instances.submit(run_dir, iteration, cfg, cfg.instances.train_split, part="rl",
+                               rotate=cfg.instances.rotate,
                                curriculum_path=pool)
     rolls = s.rollout.submit(run_dir, iteration, insts, policy_dir, cfg)
     grades = s.validate.submit(run_dir, iteration, rolls, insts, cfg)

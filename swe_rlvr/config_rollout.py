@@ -40,6 +40,10 @@ class InstancesConfig:
     """Restrict training and evaluation to these difficulty tiers, e.g. [easy] (empty: all)."""
     limit: int = 0
     """Use at most this many instances per iteration (0: all)."""
+    rotate: bool = True
+    """RL iteration k samples the k-th window of `limit` instances, rotating through the pool (fresh
+    problems each iteration, as the papers sample them); false samples the first window at every
+    iteration, so that the train resolve rate is a curve over the same instances."""
     skip_invalid: bool = False
     """Skip (and report) malformed records instead of failing the whole load."""
     repo_store: str | None = None

@@ -157,6 +157,20 @@ def test_instances_task_rotates_training_windows(tmp_path):
     assert {r["split"] for r in evals} == {"test"}
 
 
+def test_instances_rotate_false_keeps_the_first_window_at_every_iteration(tmp_path):
+    """instances.rotate=false: the train curve is over the same instances (flows.iteration passes
+    cfg.instances.rotate to the task)."""
+    from tasks.instances import instances
+    cfg = load_config(None, ["instances.limit=2", "instances.rotate=false",
+                             f"orchestration.run_root={tmp_path}"])
+    assert cfg.instances.rotate is False and load_config(None, []).instances.rotate is True
+    run = str(tmp_path / "run")
+    ids = [[r["instance_id"] for r in store.read_rows(
+        instances.fn(run, k, cfg, "train", rotate=cfg.instances.rotate), "instances")]
+        for k in (0, 1, 5)]
+    assert len(ids[0]) == 2 and ids[0] == ids[1] == ids[2]
+
+
 class _Inst:
     def __init__(self, iid: str, split: str = "train", difficulty: str = "easy"):
         self.instance_id, self.split, self.difficulty = iid, split, difficulty
