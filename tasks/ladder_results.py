@@ -96,25 +96,23 @@ def hardware(device_setting: str) -> dict:
     return {"device": device, "cpu": cpu, "flags": flags, "gpu": gpu}
 
 
-def git_commit(root: Path = ROOT) -> tuple[str, bool]:
-    """(HEAD's sha, whether tracked files have uncommitted changes); ("unknown", False) without
-    git."""
+def git_state(root: Path = ROOT) -> tuple[str, bool]:
+    """(HEAD's sha as `tasks.tracking.git_commit` gives it, "unknown" where it gives none;
+    whether tracked files have uncommitted changes)."""
+    from tasks.tracking import git_commit
     try:
-        sha = _git(root, "rev-parse", "HEAD")
-        return sha, bool(_git(root, "status", "--porcelain", "--untracked-files=no"))
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown", False
-
-
-def _git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True,
-                          timeout=30).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                                    cwd=root, capture_output=True, text=True, check=True,
+                                    timeout=30).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        dirty = False
+    return git_commit(root) or "unknown", dirty
 
 
 def ladder_meta(cfg: Config, config: str | None, overrides: Sequence[str], instances: int) -> dict:
     """What produced the arms of one ladder invocation: commit, config, overrides, evaluation
     protocol (`instances`: how many the evaluation grades) and hardware."""
-    commit, dirty = git_commit()
+    commit, dirty = git_state()
     return {"commit": commit, "dirty": dirty, "config": _relative(config),
             "overrides": list(overrides), "eval_split": cfg.eval.split,
             "eval_instances": instances, "eval_runs": cfg.eval.runs,
@@ -136,9 +134,9 @@ def finished_at(result_path: Path) -> str:
 
 
 def update_seed_file(path: Path, row: dict, meta: dict) -> dict:
-    """Merge one (arm, seed) result and its `ladder_meta` (plus `finished`) into the seed file at
-    `path`, atomically; returns the file's content. Refuses an arm whose protocol differs from
-    the arms already there."""
+    """Merge one (arm, seed) result and its `ladder_meta` (plus `finished`: `finished_at` of its
+    result file) into the seed file at `path`, atomically; returns the file's content. Refuses an
+    arm whose protocol differs from the arms already there."""
     path = Path(path)
     seed = {"format": FORMAT, "seed": row["seed"], "hardware": meta["hardware"], "arms": {},
             "notes": []}
@@ -150,8 +148,7 @@ def update_seed_file(path: Path, row: dict, meta: dict) -> dict:
     kept = seed["arms"].get(row["arm"])
     if kept and kept.get("mlflow_run_id") == row["mlflow_run_id"]:
         return seed
-    arm = {**portable(row), "finished": datetime.now(UTC).isoformat(timespec="seconds"),
-           **meta}
+    arm = {**portable(row), **meta}
     others = {k: v for k, v in seed["arms"].items() if k != row["arm"]}
     for name, other in others.items():
         check_protocol(other, arm, f"arm {name!r} of {path}", f"arm {row['arm']!r}")

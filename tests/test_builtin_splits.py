@@ -26,7 +26,13 @@ from pathlib import Path
 
 from swe_rlvr.builtin import INSTANCES_PATH, load_builtin
 from swe_rlvr.builtin.mutations import FIRST_PROJECTS, HOLDOUT_PROJECTS, split_of
-from swe_rlvr.builtin.splits import carve_dev, dev_bucket, touched, touched_functions
+from swe_rlvr.builtin.splits import (
+    carve_dev,
+    dev_bucket,
+    function_key,
+    touched,
+    touched_functions,
+)
 from swe_rlvr.config import load_config
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -55,9 +61,7 @@ quickstart's selection depends on them, so they stay; 2 of these 12 are easy (in
 selection): semverkit-3 and texttable-3, both test."""
 
 
-def _key(inst) -> tuple[str, str, str]:
-    meta = inst.meta()
-    return meta["project"], meta["file"], meta["function"]
+_key = function_key
 
 
 def test_holdout_project_is_test_only_and_new():
