@@ -67,10 +67,11 @@ class Episode:
         self.chat = chat_tokens(engine.tokenizer)
         self.traj = Trajectory(instance.instance_id, guided=bool(guidance),
                                policy_version=engine.policy_version)
-        self.errors_in_a_row, self.deadline = 0, 0.0
+        self.errors_in_a_row, self.deadline, self.began = 0, 0.0, time.monotonic()
 
     def run(self) -> Trajectory:
-        start = time.monotonic()
+        start = self.began = time.monotonic()
+        self.traj.started_at = time.time()
         self.deadline = start + self.cfg.wall_time_s
         self.start()
         try:
@@ -108,9 +109,10 @@ class Episode:
                                 max_new_tokens=min(self.cfg.max_new_tokens, budget))
         began = time.monotonic()
         sample = self.engine.generate([self.traj.token_ids], params)[0]
-        self.traj.gen_s += time.monotonic() - began
+        took = time.monotonic() - began
+        self.traj.gen_s += took
         ids, closing = list(sample.token_ids), self.chat.closing(sample.token_ids)
-        self.traj.add_reply(ids, sample.logprobs)
+        self.traj.add_reply(ids, sample.logprobs, at_s=began - self.began, gen_s=took)
         self.traj.add_context(closing)
         reply = self.chat.decode(ids if closing else ids[:-1])
         self.traj.messages.append({"role": "assistant", "content": reply})
@@ -126,7 +128,9 @@ class Episode:
         except (SandboxError, OSError) as exc:  # the loop's boundary: a sandbox failure is observed
             observation = f"The sandbox failed to run this command: {type(exc).__name__}: {exc}"
         finally:
-            self.traj.exec_s += time.monotonic() - began
+            took = time.monotonic() - began
+            self.traj.exec_s += took
+            self.traj.turn_log[-1]["exec_s"] = round(took, 4)
         self.errors_in_a_row = 0
         self.observe(observation)
 

@@ -9,6 +9,8 @@
 `messages` mirror the ids: decoding `token_ids` gives the chat template's rendering of `messages`.
 `turn_starts[k]` is the prompt length before turn k's reply, so `token_ids[:turn_starts[k]]` is the
 exact prompt of turn k (the prefix property: each is a prefix of the next).
+`turn_log` keeps when each turn happened and what it cost (`TurnTimes`), stored as `turns_json`
+with the episode's wall-clock start: what an episode's trace (`tasks.traces`) shows per turn.
 """
 
 from __future__ import annotations
@@ -48,6 +50,11 @@ class Trajectory:
     exec_s: float = 0.0
     wall_s: float = 0.0
     error: str = ""
+    started_at: float = 0.0
+    """Wall-clock (epoch seconds) start of the episode."""
+    turn_log: list[dict] = field(default_factory=list)
+    """Per turn: `at_s` (seconds from the start to the turn's generation), `gen_s`, `exec_s` (its
+    command; 0.0 when none ran), `prompt_tokens` (= its turn_start) and `gen_tokens`."""
 
     def add_context(self, ids: list[int]) -> None:
         """Ids the policy reads but did not write (prompt, observations): mask 0, logprob 0."""
@@ -55,8 +62,12 @@ class Trajectory:
         self.loss_mask += [0] * len(ids)
         self.logprobs += [0.0] * len(ids)
 
-    def add_reply(self, ids: list[int], logprobs: list[float]) -> None:
-        """Sampled ids of one turn, trainable until `mask_last_reply` says otherwise."""
+    def add_reply(self, ids: list[int], logprobs: list[float], at_s: float = 0.0,
+                  gen_s: float = 0.0) -> None:
+        """Sampled ids of one turn, trainable until `mask_last_reply` says otherwise; `at_s` and
+        `gen_s` time its generation for the turn log."""
+        self.turn_log.append({"at_s": round(at_s, 4), "gen_s": round(gen_s, 4), "exec_s": 0.0,
+                              "prompt_tokens": len(self.token_ids), "gen_tokens": len(ids)})
         self.turn_starts.append(len(self.token_ids))
         self.token_ids += ids
         self.loss_mask += [1] * len(ids)
@@ -89,6 +100,7 @@ class Trajectory:
             "format_errors": self.format_errors, "termination": self.termination,
             "patch": self.patch, "gen_tokens": self.gen_tokens, "gen_s": self.gen_s,
             "exec_s": self.exec_s, "wall_s": self.wall_s, "error": self.error,
+            "turns_json": json.dumps({"started_at": self.started_at, "turns": self.turn_log}),
         }
 
     @classmethod
@@ -98,5 +110,7 @@ class Trajectory:
                                     "guidance_start",
                                     "guidance_end", "turns", "format_errors", "termination", "patch",
                                     "gen_tokens", "gen_s", "exec_s", "wall_s", "error")}
+        log = json.loads(row.get("turns_json") or "{}")   # absent from files of before it
         return cls(token_ids=list(row["token_ids"]), loss_mask=list(row["loss_mask"]),
-                   logprobs=list(row["logprobs"]), messages=json.loads(row["messages_json"]), **keep)
+                   logprobs=list(row["logprobs"]), messages=json.loads(row["messages_json"]),
+                   started_at=log.get("started_at", 0.0), turn_log=log.get("turns", []), **keep)

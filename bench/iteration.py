@@ -28,6 +28,8 @@ share: each flow's wall time minus the time its stages covered. The figure to dr
 last line, wall / minimum (target <= 2); wall / roof is how far the run is from what this
 machine's memory and arithmetic allow.
 
+Then what the episodes' MLflow traces cost against the stages that made them (`bench.tracing`).
+
 It checks that what it timed did the right thing: every episode was sampled and graded without an
 infrastructure failure, the update trained (some group had mixed rewards) and wrote a checkpoint,
 and the evaluation scored every episode.
@@ -365,12 +367,16 @@ def main(argv=None) -> None:
     total = necessary(run_work, shape, rate, own_rate, read_s)
     summary = print_tables(stages, span_table, flows_out, total, spans.peak_rss_mb(), rates,
                            bandwidth, done)
+    from bench.tracing import print_tracing, tracing_rows
+    tracing = tracing_rows(cfg, run_dir, manifests, tmp)
+    print_tracing(tracing)
     if args.json:
         Path(args.json).write_text(json.dumps({"rate_flops": rate, "rates_flops": rates,
                                                "read_bandwidth": bandwidth,
                                                "shape": asdict(shape),
                                                "stages": stages, "spans": span_table,
-                                               "flows": flows_out, "checks": done, **summary},
+                                               "flows": flows_out, "checks": done,
+                                               "tracing": tracing, **summary},
                                               indent=1))
 
 

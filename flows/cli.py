@@ -54,8 +54,6 @@ def _with_config(cmd: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return cmd
 
 
-TABLE_KEYS = ("pass1", "pass1_sem", "eval_format_error_rate", "eval_submit_rate",
-              "eval_mean_turns", "train_resolve_rate", "guided_recovery_rate", "reward_mean", "loss")
 
 
 def _print(result, as_json: bool = False) -> int:
@@ -78,7 +76,8 @@ def summary_table(metrics: dict[int, dict[str, float]], base: dict[str, float] |
     """A fixed-width table: one row per step (policy version), the columns that step logged; a
     `base` row first when the model was also evaluated before its warm-ups."""
     ordered = ([("base", base)] if base else []) + [(str(s), m) for s, m in sorted(metrics.items())]
-    keys = [k for k in TABLE_KEYS if any(k in m for _, m in ordered)]
+    from tasks.report import STEP_KEYS
+    keys = [k for k in STEP_KEYS if any(k in m for _, m in ordered)]
     if not ordered or not keys:
         return "no metrics were logged"
     rows = [["step", *keys]]

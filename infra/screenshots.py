@@ -8,7 +8,11 @@ headless Chromium (`apt-get install chromium`):
     prefect-flow-run.png        the training flow run: its sub-flows on the timeline, state, logs
     prefect-iteration-dag.png   one RL iteration's task graph (rollout -> validate -> ... -> update)
     prefect-artifacts.png       the run's summary artifact in Prefect (it links the MLflow run)
-    mlflow-run.png              the MLflow run: parameters, per-step pass@1, the Prefect tags
+    mlflow-run.png              the MLflow run: its description, datasets, logged models,
+                                parameters, per-step pass@1 and the Prefect tags
+    mlflow-trace.png            one evaluation episode as a trace: its turns (the LLM's reply,
+                                the command, the observation) and its grade
+    mlflow-logged-model.png     the final policy as a logged model, with its linked metrics
     mlflow-model-version.png    the registered policy's champion version
 
     .venv/bin/python infra/screenshots.py [--out docs] [--keep]
@@ -105,11 +109,24 @@ def main() -> int:
         summary = next(a["id"] for a in artifacts if (a.get("key") or "").endswith("-summary"))
         shoot(f"{prefect_url}/artifacts/artifact/{summary}", args.out / "prefect-artifacts.png")
         view = "workflowType=machine_learning"     # tasks.tracking.ML_VIEW
-        shoot(f"{mlflow_url}/#/experiments/{info['experiment_id']}/runs/{info['run_id']}?{view}",
-              args.out / "mlflow-run.png")
+        experiment = info["experiment_id"]
+        shoot(f"{mlflow_url}/#/experiments/{experiment}/runs/{info['run_id']}?{view}",
+              args.out / "mlflow-run.png", height=1400)
+        import mlflow
+
+        from tasks.traces import trace_link
+        mlflow.set_tracking_uri(mlflow_url)
+        episodes = mlflow.search_traces(locations=[experiment], run_id=info["run_id"],
+                                        filter_string="tags.stage = 'eval'", max_results=1,
+                                        return_type="list", include_spans=False)
+        shoot(trace_link(mlflow_url, experiment, episodes[0].info.trace_id),
+              args.out / "mlflow-trace.png")
         champion = api(f"{mlflow_url}/api/2.0/mlflow/registered-models/alias"
-                       f"?name=swe-rlvr-policy&alias=champion")["model_version"]["version"]
-        shoot(f"{mlflow_url}/#/models/swe-rlvr-policy/versions/{champion}?{view}",
+                       f"?name=swe-rlvr-policy&alias=champion")["model_version"]
+        model_id = {t["key"]: t["value"] for t in champion["tags"]}["model_id"]
+        shoot(f"{mlflow_url}/#/experiments/{experiment}/models/{model_id}?{view}",
+              args.out / "mlflow-logged-model.png")
+        shoot(f"{mlflow_url}/#/models/swe-rlvr-policy/versions/{champion['version']}?{view}",
               args.out / "mlflow-model-version.png")
     finally:
         for proc in reversed(procs):

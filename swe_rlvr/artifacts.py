@@ -55,6 +55,7 @@ ROLLOUTS = pa.schema([
     ("exec_s", pa.float64()),
     ("wall_s", pa.float64()),
     ("error", pa.string()),
+    ("turns_json", pa.string()),          # {"started_at": epoch s, "turns": [per-turn times]}
 ])
 
 VALIDATIONS = pa.schema([
@@ -233,6 +234,14 @@ class EpisodeOutcome:
     @property
     def tampered(self) -> bool:
         return self.grade is not None and bool(self.grade.get("tampered"))
+
+    @property
+    def outcome(self) -> str:
+        """One word for the episode: its drop reason (no_validation | infra_failure | crash) for
+        a non-sample, else tampered | resolved | failed."""
+        if not self.is_sample:
+            return self.drop_reason
+        return "tampered" if self.tampered else "resolved" if self.resolved else "failed"
 
 
 def outcomes(rollouts: Iterable[dict], validations: Iterable[dict]) -> list[EpisodeOutcome]:

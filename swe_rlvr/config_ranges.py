@@ -141,6 +141,8 @@ RANGES: dict[str, Range] = {
     "orchestration.retries": Range(0, 10),  # delays grow 3x: 10 retries already span ~3 days
     "orchestration.retry_delay_s": Range(0, _30_DAYS),
     "tracking.champion_margin_sems": Range(0, 100),   # 0: any higher pass@1 promotes
+    "tracking.trace_train_episodes": Range(-1, 1_000_000),   # -1: every training episode
+    "tracking.system_metrics_s": Range(0, 86_400),           # 0: off
 }
 """The range of every numeric key, checked when a file, preset or override sets it. Cross-key rules
 (eval.k <= eval.runs, reward.l_thr < reward.t_max) are checked where the values are used."""

@@ -210,6 +210,15 @@ class TrackingConfig:
     champion_margin_sems: float = 1.0
     """Retraining moves alias champion only when the new policy's pass@1 exceeds the champion's
     by this many of the champion's SEMs (project default: one SEM, so noise does not promote)."""
+    system_metrics_s: float = 10.0
+    """Sample the machine's CPU, memory, disk and network (GPUs where MLflow finds them) into the
+    run's `system/` metrics every this many seconds (MLflow's system-metrics monitor); 0: off."""
+    traces: bool = True
+    """Log episodes as MLflow traces linked to the run (`tasks.traces`): every evaluation episode
+    and trace_train_episodes of each training stage per iteration."""
+    trace_train_episodes: int = 8
+    """Training episodes traced per iteration and stage (rollout, rollouts_guided), chosen by a
+    stable hash of their ids; -1: all of them. 8 keeps a quickstart's store small."""
     register_final: bool = False
     """Log and register the run's final policy even when log_checkpoints is off (one checkpoint
     in MLflow, not one per iteration), so `models:/<registered_model>@champion` exists."""

@@ -3,7 +3,8 @@ resolved to local directories, and the champion that retraining moves.
 
 - Every checkpoint (with tracking.log_checkpoints; the final policy alone with
   tracking.register_final) is saved with MLflow's transformers flavor (model and tokenizer, so
-  `mlflow.transformers.load_model("models:/<name>@champion")` works) and becomes a version of
+  `mlflow.transformers.load_model("models:/<name>@champion")` works) as an MLflow 3 logged model
+  of the run (its step's metrics are linked to it) and becomes a version of
   `tracking.registered_model` with alias `candidate`; a new best pass@1 also takes `champion`.
   The flavor is saved from the loaded model, not from the checkpoint path: MLflow's
   checkpoint-path route fails on transformers 5's pipeline registry.
@@ -26,7 +27,7 @@ from typing import Any
 
 from swe_rlvr.config import Config, ConfigError
 from tasks import store
-from tasks.tracking_store import client, tracking_uri
+from tasks.tracking_store import client, tracking_uri, use_store
 
 MODELS = "models:/"
 FLAVOR_TASK = "text-generation"
@@ -34,29 +35,41 @@ FLAVOR_TASK = "text-generation"
 
 def register(cfg: Config, mlc: Any, run_id: str, run_dir: str, step: int, ckpt: str,
               pass1: float | None) -> dict:
-    """Log policy `step`'s checkpoint as a transformers model and register it: alias candidate,
-    and champion if best."""
-    path = f"checkpoints/policy_{step}"
-    with tempfile.TemporaryDirectory(prefix="swe-rlvr-model-") as tmp:
-        save_flavor(store.local_copy(ckpt), Path(tmp) / "model")
-        mlc.log_artifacts(run_id, str(Path(tmp) / "model"), path)
+    """Log policy `step`'s checkpoint as an MLflow 3 logged model of the run (transformers
+    flavor; the run's "Logged models", where the step's metrics link to it) and register it:
+    alias candidate, and champion if best. Returns its version, aliases and model_id."""
+    tags = {"policy_version": str(step), "run_dir": run_dir}
+    if pass1 is not None:
+        tags["pass1"] = str(pass1)
+    model = mlc.create_logged_model(mlc.get_run(run_id).info.experiment_id,
+                                    name=f"policy_{step}", source_run_id=run_id, tags=tags,
+                                    model_type="transformers")
+    try:
+        with tempfile.TemporaryDirectory(prefix="swe-rlvr-model-") as tmp:
+            save_flavor(store.local_copy(ckpt), Path(tmp) / "model")
+            mlc.log_model_artifacts(model.model_id, str(Path(tmp) / "model"))
+    except BaseException:
+        mlc.finalize_logged_model(model.model_id, "FAILED")
+        raise
+    mlc.finalize_logged_model(model.model_id, "READY")
+    from mlflow.entities import LoggedModelOutput
+    mlc.log_outputs(run_id, [LoggedModelOutput(model.model_id, step)])   # the run's "Logged models"
     name = cfg.tracking.registered_model
     from mlflow.exceptions import MlflowException
     try:
         mlc.create_registered_model(name)
     except MlflowException:
         pass  # already registered
-    source = f"{mlc.get_run(run_id).info.artifact_uri}/{path}"
-    tags = {"policy_version": str(step), "run_dir": run_dir}
-    if pass1 is not None:
-        tags["pass1"] = str(pass1)
-    version = mlc.create_model_version(name, source, run_id=run_id, tags=tags).version
+    use_store(cfg)      # the registry resolves a models:/ source through the global URI
+    version = mlc.create_model_version(name, f"models:/{model.model_id}", run_id=run_id,
+                                       tags={**tags, "model_id": model.model_id},
+                                       model_id=model.model_id).version
     mlc.set_registered_model_alias(name, "candidate", version)
     aliases = ["candidate"]
     if cfg.tracking.promote_best and pass1 is not None and pass1 > _champion_pass1(mlc, name):
         mlc.set_registered_model_alias(name, "champion", version)
         aliases.append("champion")
-    return {"version": str(version), "aliases": aliases}
+    return {"version": str(version), "aliases": aliases, "model_id": model.model_id}
 
 
 def save_flavor(ckpt: str, dst: Path) -> None:

@@ -1,8 +1,9 @@
 """Tracking and reporting tasks: the MLflow run, per-step logging, and Prefect's run summaries.
 
 Each flow run is named after its run directory, like its MLflow run, and ends with two Prefect
-artifacts: a markdown summary (the metrics of the last step, where the artifacts lie) and a table
-with one row per step, both linking to the MLflow run.
+artifacts that show what the CLI prints: a markdown summary (where the run lies, then one row per
+step of `STEP_KEYS`, with links to the MLflow run and to the traces of the step's failed
+evaluation episodes) and a table artifact of the same rows.
 """
 
 from __future__ import annotations
@@ -15,12 +16,15 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from swe_rlvr.config import Config
-from tasks import registry, tracking
+from tasks import registry, traces, tracking
 from tasks.errors import retry_on_infra
 
 _TRACKING = dict(retries=2, retry_delay_seconds=[2, 10], retry_condition_fn=retry_on_infra)
-SUMMARY_KEYS = ("pass1", "pass1_sem", "train_resolve_rate", "guided_recovery_rate",
-                "zero_advantage_group_fraction", "reward_mean", "mean_turns", "loss")
+STEP_KEYS = ("pass1", "pass1_sem", "eval_format_error_rate", "eval_submit_rate",
+             "eval_mean_turns", "train_resolve_rate", "guided_recovery_rate", "reward_mean", "loss")
+"""The columns of a run's per-step table, in the CLI (`flows.cli.summary_table`) and in Prefect."""
+FAILED_LINKS = 3
+"""Failed evaluation episodes linked per step in the summary (the search finds them all)."""
 
 
 @task(name="start-tracking", **_TRACKING)
@@ -64,6 +68,7 @@ def tracked_run(cfg: Config, run_dir: str) -> Iterator[str]:
     directory reopens it as RUNNING and resumes)."""
     name_flow_run(run_dir)
     run_id = start_tracking(cfg, run_dir)
+    monitor = system_metrics(cfg, run_id)
     try:
         yield run_id
     except BaseException:
@@ -73,7 +78,23 @@ def tracked_run(cfg: Config, run_dir: str) -> Iterator[str]:
             logging.getLogger(__name__).warning("could not mark MLflow run %s FAILED: %s",
                                                 run_id, exc)
         raise
+    finally:
+        if monitor is not None:
+            monitor.finish()
     finish_tracking(cfg, run_id)
+
+
+def system_metrics(cfg: Config, run_id: str):
+    """MLflow's system-metrics monitor (CPU, memory, disk, network; GPUs where it finds them)
+    sampling into the run every tracking.system_metrics_s seconds, started; None when off."""
+    if not cfg.tracking.system_metrics_s:
+        return None
+    from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+    monitor = SystemMetricsMonitor(run_id, sampling_interval=cfg.tracking.system_metrics_s,
+                                   resume_logging=True,
+                                   tracking_uri=tracking.tracking_uri(cfg))
+    monitor.start()
+    return monitor
 
 
 def _artifact_key(text: str) -> str:
@@ -85,19 +106,46 @@ def summarize(cfg: Config, run_id: str, run_dir: str, steps: dict[int, dict[str,
               title: str) -> str:
     """Create the markdown and table artifacts of this flow run; returns the markdown."""
     link = tracking.run_link(cfg, run_id)
-    last = steps[max(steps)] if steps else {}
     mlflow_run = f"[{run_id}]({link})" if link.startswith("http") else f"`{run_id}` ({link})"
+    failed = {step: _failed_traces(cfg, run_id, step) for step, m in steps.items() if "pass1" in m}
+    keys = [k for k in STEP_KEYS if any(k in m for m in steps.values())]
     lines = [f"# {title}", "", f"- run directory: `{run_dir}`", f"- MLflow run: {mlflow_run}",
-             f"- steps logged: {sorted(steps)}", "", "| metric | value |", "|---|---|"]
-    lines += [f"| {k} | {last[k]:.4g} |" for k in SUMMARY_KEYS if k in last]
+             f"- steps logged: {sorted(steps)}", "",
+             "| step | " + " | ".join(keys) + " | failed eval episodes |",
+             "|---" * (len(keys) + 2) + "|"]
+    for step, m in sorted(steps.items()):
+        cells = [f"{m[k]:.3f}" if k in m else "-" for k in keys]
+        lines.append(f"| {step} | " + " | ".join(cells) + f" | {failed.get(step, ('-',))[0]} |")
+    if failed:
+        lines += ["", "Traces of a step's failed evaluation episodes, in the MLflow UI's Traces "
+                  "tab (or `mlflow.search_traces`): "
+                  f"`{traces.failed_eval_filter(max(failed))}`"]
     markdown = "\n".join(lines)
     key = _artifact_key(f"{title}-{run_name(run_dir)}")
     create_markdown_artifact(markdown, key=f"{key}-summary", description=f"{title}: {link}")
-    rows = [{"step": s, "mlflow_run": run_id, **{k: round(v, 4) for k, v in m.items()
-                                                  if k in SUMMARY_KEYS}}
-            for s, m in sorted(steps.items())]
+    rows = [{"step": s, **{k: round(m[k], 4) for k in keys if k in m}, "mlflow_run": link,
+             "failed_eval_traces": failed.get(s, ("", ""))[1]} for s, m in sorted(steps.items())]
     create_table_artifact(rows, key=f"{key}-metrics", description=f"MLflow run {run_id}: {link}")
     return markdown
+
+
+def _failed_traces(cfg: Config, run_id: str, step: int) -> tuple[str, str]:
+    """(markdown, plain text) naming step's failed evaluation episodes' traces: their count and
+    links to the first FAILED_LINKS where the MLflow UI has a URL."""
+    if not cfg.tracking.traces:
+        return "-", ""
+    found = traces.find(cfg, run_id, traces.failed_eval_filter(step), max_results=1000)
+    if not found:
+        return "0", ""
+    ui = cfg.tracking.ui_url or (tracking.tracking_uri(cfg) if tracking.tracking_uri(cfg)
+                                 .startswith("http") else "")
+    if not ui:
+        return str(len(found)), ""
+    experiment = found[0].info.experiment_id
+    urls = [traces.trace_link(ui, experiment, t.info.trace_id) for t in found[:FAILED_LINKS]]
+    links = ", ".join(f"[{t.info.tags.get('instance_id', t.info.trace_id)}]({u})"
+                      for t, u in zip(found, urls, strict=False))
+    return f"{len(found)}: {links}", " ".join(urls)
 
 
 @task(name="decide-champion", **_TRACKING)

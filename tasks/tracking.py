@@ -15,6 +15,12 @@
   reward, loss, clip fractions, entropy, sampler mismatch, tokens/s and each stage's wall time.
 - Artifacts: each iteration's Parquet files, its checkpoint, and `plots/progress.png` (pass@1 and
   mean reward per iteration).
+- Description (`mlflow.note.content`): the recipe in one paragraph (`describe`), with the
+  Prefect flow run's link.
+- Datasets (the run's inputs): the train split's pool at the start, and per logged step the RL
+  window the iteration trained on and the evaluation set, each named, with a digest of its
+  instances (`instances_digest`: two runs on the same instances show the same digest).
+- Traces: every evaluation episode and a sample of the training ones (`tasks.traces`).
 - Registry, retraining decisions and `models:/` URIs: `tasks.registry`.
 The default store is SQLite under the run root with the artifact location beside it; a team
 server (`infra/docker-compose.yml`) is one `tracking.mlflow_uri` away (`tasks.tracking_store`).
@@ -36,6 +42,10 @@ from tasks.runlog import run_logger
 from tasks.tracking_store import artifact_location, client, tracking_uri
 
 RUN_FILE = "mlflow_run.json"
+EVAL_METRICS = ("pass", "best", "eval_")
+"""The metrics an evaluation measures (pass@1, pass@k, best@k, eval_*): linked to its dataset."""
+NOTE = "mlflow.note.content"
+"""The tag the MLflow UI shows as a run's description."""
 PLOT = "plots/progress.png"
 PARQUETS = ("instances", "rollouts", "validations", "guidance", "rollouts_guided",
             "validations_guided", "rewards", "train_metrics", "eval_instances", "eval_rollouts",
@@ -89,23 +99,103 @@ def git_commit(where: Path = Path(__file__).parent) -> str:
 
 
 def open_run(cfg: Config, run_dir: str) -> str:
-    """The MLflow run of `run_dir` (created, with the config as params, on first use)."""
+    """The MLflow run of `run_dir` (created, with the config as params, its description and its
+    train pool as a dataset, on first use)."""
     saved = store.read_json(store.join(run_dir, RUN_FILE))
     mlc = client(cfg)
+    tags = run_tags()
     if saved and saved.get("tracking_uri") == tracking_uri(cfg):
         mlc.update_run(saved["run_id"], status="RUNNING")
-        for key, value in run_tags().items():   # the flow run that resumes it
+        for key, value in {**tags, NOTE: describe(cfg, tags)}.items():   # the resuming flow run
             mlc.set_tag(saved["run_id"], key, value)
         return saved["run_id"]
     from mlflow.entities import Param
     run = mlc.create_run(experiment_id(mlc, cfg), run_name=run_dir.rstrip("/").rsplit("/", 1)[-1],
-                         tags={"swe_rlvr.run_dir": run_dir, **run_tags()})
+                         tags={"swe_rlvr.run_dir": run_dir, **tags, NOTE: describe(cfg, tags)})
     params = [Param(k, str(v)[:6000]) for k, v in sorted(flatten(cfg).items())]
     for i in range(0, len(params), 100):
         mlc.log_batch(run.info.run_id, params=params[i:i + 100])
+    _log_pool(cfg, mlc, run.info.run_id)
     store.write_json(store.join(run_dir, RUN_FILE),
                      {"run_id": run.info.run_id, "tracking_uri": tracking_uri(cfg)})
     return run.info.run_id
+
+
+def describe(cfg: Config, tags: dict[str, str]) -> str:
+    """The run's recipe in one paragraph: algorithm, model, G, iterations, instances, evaluation,
+    commit and the Prefect flow run (markdown, the MLflow UI's description)."""
+    inst, ev, orch = cfg.instances, cfg.eval, cfg.orchestration
+    warmups = [name for name, on in (("expert SFT warm-up", orch.expert_warmup),
+                                     ("RFT warm-up", orch.rft_warmup)) if on]
+    tiers = f" (tiers {', '.join(inst.tiers)})" if inst.tiers else ""
+    evaluated = (f"evaluated every {ev.every} iteration(s) on {ev.limit or 'all'} `{ev.split}` "
+                 f"instances x {ev.runs} run(s)")
+    text = (f"{cfg.algorithm.name.upper()} on `{cfg.engine.model}`"
+            f"{' after ' + ' and '.join(warmups) if warmups else ''}: {orch.iterations} "
+            f"iteration(s) of {inst.limit or 'all'} `{inst.train_split}` instances of "
+            f"`{inst.source}`{tiers} x G={cfg.algorithm.group_size} episodes, guidance "
+            f"{'on (' + cfg.guidance.mode + ')' if cfg.guidance.enabled else 'off'}; {evaluated}.")
+    commit = tags.get("mlflow.source.git.commit")
+    if commit:
+        text += f" Commit `{commit[:12]}`."
+    if tags.get("prefect.flow_run_url"):
+        text += f" Prefect flow run: {tags['prefect.flow_run_url']}"
+    elif tags.get("prefect.flow_run_id"):
+        text += f" Prefect flow run `{tags['prefect.flow_run_id']}`."
+    return text
+
+
+def instances_digest(rows: list[dict]) -> str:
+    """A digest of a set of instances (ids and base commits, in any order)."""
+    import hashlib
+    keys = sorted(f"{r['instance_id']}@{r.get('base_commit', '')}" for r in rows)
+    return hashlib.sha256("\n".join(keys).encode()).hexdigest()[:10]
+
+
+def dataset_input(name: str, rows: list[dict], context: str, source: dict) -> Any:
+    """An MLflow DatasetInput naming a set of instances (digest, source, size)."""
+    import json
+
+    from mlflow.entities import Dataset, DatasetInput, InputTag
+    dataset = Dataset(name=name, digest=instances_digest(rows), source_type="swe-rlvr",
+                      source=json.dumps(source, sort_keys=True),
+                      profile=json.dumps({"instances": len(rows)}))
+    return DatasetInput(dataset, tags=[InputTag("mlflow.data.context", context)])
+
+
+def _source(cfg: Config, split: str) -> dict:
+    return {"source": cfg.instances.source, "split": split, "tiers": list(cfg.instances.tiers)}
+
+
+def _log_pool(cfg: Config, mlc: Any, run_id: str) -> None:
+    from swe_rlvr.loaders import load_instances
+    from tasks.instances import pool
+    loaded = load_instances(cfg.instances.source, format=cfg.instances.format,
+                            skip_invalid=cfg.instances.skip_invalid)
+    chosen = pool(loaded.instances, cfg.instances.train_split, cfg.instances.ids,
+                  cfg.instances.tiers)
+    rows = [{"instance_id": i.instance_id, "base_commit": i.base_commit} for i in chosen]
+    split = cfg.instances.train_split
+    mlc.log_inputs(run_id, datasets=[dataset_input(f"{split}-pool", rows, "training",
+                                                   _source(cfg, split))])
+
+
+def _log_step_datasets(cfg: Config, mlc: Any, run_id: str, run_dir: str,
+                       step: int) -> dict[str, Any]:
+    """Log iter_<step>'s RL window and evaluation set as run inputs; returns their MLflow
+    Datasets by context ("train", "eval")."""
+    it = store.join(run_dir, f"iter_{step}")
+    inputs = {}
+    for name, dataset, context, split in (
+            ("instances", f"rl-window-{step}", "train", cfg.instances.train_split),
+            ("eval_instances", f"eval-{cfg.eval.split}", "eval", cfg.eval.split)):
+        url = store.join(it, f"{name}.parquet")
+        if store.exists(url):
+            rows = store.read_rows(url, "instances")
+            inputs[context] = dataset_input(dataset, rows, context, _source(cfg, split))
+    if inputs:
+        mlc.log_inputs(run_id, datasets=list(inputs.values()))
+    return {context: given.dataset for context, given in inputs.items()}
 
 
 def iteration_metrics(run_dir: str, iteration: int, k: int, best_k: int = 0, *,
@@ -159,17 +249,24 @@ def log_step(cfg: Config, run_id: str, run_dir: str, step: int, policy_dir: str 
     values = iteration_metrics(run_dir, step, cfg.eval.k, cfg.eval.best_of_k,
                                guidance_mode=cfg.guidance.mode)
     mlc = client(cfg)
-    from mlflow.entities import Metric
-    now = int(time.time() * 1000)
-    mlc.log_batch(run_id, metrics=[Metric(prefix + k, float(v), now, step)
-                                   for k, v in values.items()])
-    if cfg.tracking.log_artifacts:
-        _log_files(mlc, run_id, run_dir, step, prefix.rstrip("_"))
-        _plot(mlc, run_id)
-    registered = {}
+    registered: dict = {}
     registers = cfg.tracking.log_checkpoints or (final and cfg.tracking.register_final)
     if policy_dir and registers and store.is_sealed(policy_dir):
         registered = register(cfg, mlc, run_id, run_dir, step, policy_dir, values.get("pass1"))
+    from mlflow.entities import Metric
+    now, model_id = int(time.time() * 1000), registered.get("model_id")
+    datasets = _log_step_datasets(cfg, mlc, run_id, run_dir, step)
+    evaluated = datasets.get("eval")
+    mlc.log_batch(run_id, metrics=[
+        Metric(prefix + k, float(v), now, step, model_id=model_id,
+               **({"dataset_name": evaluated.name, "dataset_digest": evaluated.digest}
+                  if evaluated is not None and k.startswith(EVAL_METRICS) else {}))
+        for k, v in values.items()])
+    if cfg.tracking.log_artifacts:
+        _log_files(mlc, run_id, run_dir, step, prefix.rstrip("_"))
+        _plot(mlc, run_id)
+    from tasks.traces import log_step_traces
+    log_step_traces(cfg, mlc, run_id, run_dir, step)
     store.write_json(marker, {"metrics": values, "registered": registered})
     run_logger().info(step_line(step, values, policy_dir, registered, prefix))
     return values

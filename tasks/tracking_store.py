@@ -36,6 +36,19 @@ def artifact_location(cfg: Config) -> str | None:
     return (root / "mlartifacts").as_uri()
 
 
+def use_store(cfg: Config) -> None:
+    """Point MLflow's global URIs at the run's store, for what MLflow only does through them:
+    the tracer exports traces there (on a background thread), and the registry resolves a
+    `models:/<model_id>` source there. Set only when it differs, and not put back: changing it
+    flushes the trace queue first (seconds), and in a training process everything goes here."""
+    import mlflow
+    uri = tracking_uri(cfg)
+    if mlflow.get_tracking_uri() != uri:
+        mlflow.set_tracking_uri(uri)
+    if mlflow.get_registry_uri() != uri:
+        mlflow.set_registry_uri(uri)
+
+
 def client(cfg: Config) -> Any:
     """An MlflowClient on the run's tracking store, which is also its model registry."""
     from mlflow.tracking import MlflowClient

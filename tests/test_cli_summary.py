@@ -8,7 +8,7 @@ from flows.cli import summary_table
 def test_one_row_per_step_and_only_the_logged_columns():
     metrics = {1: {"pass1": 0.25, "loss": 0.5}, 0: {"pass1": 0.0, "train_resolve_rate": 0.125}}
     lines = summary_table(metrics).splitlines()
-    # Columns in TABLE_KEYS order, restricted to those some step logged; rows sorted by step;
+    # Columns in STEP_KEYS order (tasks.report), restricted to those some step logged; rows sorted by step;
     # a value a step did not log is "-". Cells are right-aligned to the widest entry.
     assert lines == ["step  pass1  train_resolve_rate   loss",
                      "   0  0.000               0.125      -",

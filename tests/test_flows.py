@@ -26,7 +26,7 @@ ITERATIONS = 2
 STAGES = ("instances", "rollouts", "validations", "guidance", "rollouts_guided",
           "validations_guided", "rewards", "update")
 EVAL_STAGES = ("eval_instances", "eval_rollouts", "eval_validations", "eval")
-TIMING_COLUMNS = {"gen_s", "exec_s", "wall_s", "duration_s", "tokens_per_s"}
+TIMING_COLUMNS = {"gen_s", "exec_s", "wall_s", "duration_s", "tokens_per_s", "turns_json"}
 
 
 def overrides(root: Path, model: Path, name: str) -> list[str]:
@@ -101,7 +101,10 @@ def test_metrics_at_every_step_and_the_registry(trained):
     assert candidate.tags["policy_version"] == "2"
     assert mlc.get_model_version_by_alias("swe-rlvr-policy", "champion")
     names = {f.path for f in mlc.list_artifacts(result.mlflow_run_id)}
-    assert {"iter_0", "iter_1", "iter_2", "plots", "checkpoints", "base"} <= names
+    assert {"iter_0", "iter_1", "iter_2", "plots", "base"} <= names
+    run = mlc.get_run(result.mlflow_run_id)          # the checkpoints: the run's logged models
+    models = {mlc.get_logged_model(o.model_id).name for o in run.outputs.model_outputs}
+    assert models == {"policy_0", "policy_1", "policy_2"}
 
 
 @pytest.mark.e2e

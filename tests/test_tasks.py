@@ -25,7 +25,7 @@ def _episode(iid: str, run: int, resolved: bool, infra: bool = False) -> tuple[d
                "loss_mask": [0, 1, 1], "logprobs": [0.0, -0.5, -0.7], "guidance_start": -1,
                "guidance_end": -1, "messages_json": "[]", "turns": 2, "format_errors": 0,
                "termination": "submitted", "patch": "", "gen_tokens": 2, "gen_s": 0.1,
-               "exec_s": 0.1, "wall_s": 0.2, "error": ""}
+               "exec_s": 0.1, "wall_s": 0.2, "error": "", "turns_json": None}
     grade = {"episode_id": eid, "instance_id": iid, "patch_applied": True, "apply_method": "git-apply",
              "tests_status_json": "{}", "f2p_passed": [], "f2p_failed": [], "p2p_passed": [],
              "p2p_failed": [], "resolution": "FULL" if resolved else "NO", "resolved": resolved,

@@ -61,7 +61,10 @@ def test_registry_champion_is_the_best_and_candidate_the_latest(tracked):
     candidate = mlc.get_model_version_by_alias(name, "candidate")
     assert champion.tags["policy_version"] == "1" and champion.tags["pass1"] == "0.75"
     assert candidate.tags["policy_version"] == "2"
-    assert champion.source.endswith("checkpoints/policy_1")
+    model = mlc.get_logged_model(champion.tags["model_id"])   # the run's logged model, linked
+    assert (model.name, model.source_run_id) == ("policy_1", tracked[2])   # to its step's metrics
+    assert {m.key: m.value for m in model.metrics if m.step == 1}["pass1"] == 0.75
+    assert champion.source == f"models:/{model.model_id}"
 
 
 def test_artifacts_and_plot_are_logged(tracked):
@@ -69,9 +72,10 @@ def test_artifacts_and_plot_are_logged(tracked):
     mlc = tracking.client(cfg)
     assert [f.path for f in mlc.list_artifacts(run_id, "iter_1")] == ["iter_1/eval.parquet"]
     assert [f.path for f in mlc.list_artifacts(run_id, "plots")] == ["plots/progress.png"]
-    assert {f.path for f in mlc.list_artifacts(run_id, "checkpoints/policy_1")} >= {
-        "checkpoints/policy_1/MLmodel", "checkpoints/policy_1/model",
-        "checkpoints/policy_1/components"}                  # MLflow's transformers flavor
+    policy_1 = mlc.search_logged_models([mlc.get_run(run_id).info.experiment_id],
+                                        filter_string="name = 'policy_1'")[0]
+    assert {f.path for f in mlc.list_logged_model_artifacts(policy_1.model_id)} >= {
+        "MLmodel", "model", "components"}                  # MLflow's transformers flavor
     assert tracking.tracking_uri(cfg).startswith("sqlite:///")
     assert "mlartifacts" in mlc.get_run(run_id).info.artifact_uri
 
