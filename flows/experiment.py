@@ -38,6 +38,12 @@ minimum detectable difference in pass@1 that they give at an assumed base rate
 MLflow: one parent run for the ladder, one child run per arm (the aggregate over seeds), and each
 (arm, seed) flow run as a child of its arm (tag `mlflow.parentRunId`).
 
+A shared warm-up (`shared_warmup`, `--shared-warmup CHECKPOINT`): the warmup arm of every seed
+evaluates that one checkpoint (with the seed's own evaluation sampling) instead of training its
+own, and the arms after it start from it. The seeds then still vary the RL and the evaluation
+sampling, but not the warm-up, whose own variance goes unmeasured; the seed files record the
+checkpoint's digest, so seeds with different warm-ups are never pooled, and the report says so.
+
 Resumable: an (arm, seed) whose result file exists is skipped, and an interrupted one resumes
 inside its flow from the last finished stage. `only_seeds` runs a subset of the seeds, so that
 several processes can share `out` (the seeds' chains are independent; give each process
@@ -58,6 +64,7 @@ from pathlib import Path
 
 from flows.preflight import start_policy
 from swe_rlvr.config import Config, ConfigError, load_config
+from tasks import ladder_tracking
 
 log = logging.getLogger("swe_rlvr.ladder")
 PLAN_BASE_RATE = 0.1
@@ -86,6 +93,10 @@ ARMS: dict[str, Arm] = {a.name: a for a in (
     Arm("dapo_guided", "train", "rft", ("orchestration.expert_warmup=false",
                                         "orchestration.rft_warmup=false", "guidance.enabled=true")),
 )}
+
+
+SHARED_WARMUP = Arm("warmup", "evaluate", None, ())
+"""The warmup arm when the warm-up is shared across seeds: an evaluation of the shared policy."""
 
 
 def arms_to_run(requested: Sequence[str]) -> list[str]:
@@ -144,6 +155,8 @@ class Ladder:
     base_rate: float = PLAN_BASE_RATE
     results_dir: Path | None = None
     """Where the committable seed-<n>.json files go (`tasks.ladder_results`); None: nowhere."""
+    shared_warmup: str | None = None
+    """A warm-up checkpoint every seed's warmup arm evaluates instead of training its own."""
     meta: dict | None = None
     """`tasks.ladder_results.ladder_meta` of this invocation, when results_dir is set."""
 
@@ -212,12 +225,13 @@ def plan_ladder(config: str | Path | None = None, overrides: Sequence[str] = (),
 def run_ladder(config: str | Path | None = None, overrides: Sequence[str] = (), seeds: int = 3,
                arms: Sequence[str] = tuple(ARMS), out: str | Path = "runs/ladder",
                only_seeds: Sequence[int] = (), base_rate: float = PLAN_BASE_RATE,
-               results_dir: str | Path | None = None) -> str:
+               results_dir: str | Path | None = None, shared_warmup: str | None = None) -> str:
     """Run (or resume) the ladder; returns the path of report.md. `only_seeds` (a subset of
     0..seeds-1) runs just those; the report still covers every seed that has a result.
     `base_rate`: the pass@1 the design's minimum detectable difference assumes. `results_dir`:
     every (arm, seed) result, finished now or earlier, is also merged into its committable
-    `results_dir/seed-<s>.json` (`tasks.ladder_results`)."""
+    `results_dir/seed-<s>.json` (`tasks.ladder_results`). `shared_warmup`: a warm-up checkpoint
+    that every seed's warmup arm evaluates instead of training one (module docstring)."""
     from flows.preflight import preflight
     if seeds < 1:
         raise ConfigError(f"--seeds must be at least 1 (got {seeds}); use 3 or more for a CI.")
@@ -232,22 +246,30 @@ def run_ladder(config: str | Path | None = None, overrides: Sequence[str] = (), 
     preflight(cfg)
     ladder = Ladder(str(config) if config else None, overrides, cfg, out, list(range(seeds)),
                     arms_to_run(list(arms)), base_rate)
+    if shared_warmup is not None:
+        if not (Path(shared_warmup) / "config.json").exists():
+            raise ConfigError(f"--shared-warmup {shared_warmup} is not a model checkpoint (no "
+                              f"config.json); pass a warm-up's checkpoint directory, e.g. "
+                              f"<out>/warmup-seed0/warmup/iter_0/checkpoint.")
+        ladder.shared_warmup = str(Path(shared_warmup).resolve())
     if results_dir is not None:
         from tasks.ladder_results import ladder_meta
         ladder.results_dir = Path(results_dir).resolve()
-        ladder.meta = ladder_meta(cfg, ladder.config, overrides, eval_instance_count(cfg))
+        ladder.meta = ladder_meta(cfg, ladder.config, overrides, eval_instance_count(cfg),
+                                  ladder.shared_warmup)
     out.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
-    parent = _tracking_run(cfg, out, None)
+    parent = ladder_tracking.tracking_run(cfg, out, None)
     log.info("ladder: out %s\n%s", out, "\n".join(design_lines(cfg, ladder.arms, ladder.seeds,
                                                                 base_rate)))
     for name in ladder.arms:
-        arm_run = _tracking_run(cfg, out / "arms" / name, parent)
+        arm_run = ladder_tracking.tracking_run(cfg, out / "arms" / name, parent)
         for seed in sorted(set(only_seeds)) or ladder.seeds:
             _run_arm_seed(ladder, ARMS[name], seed, arm_run)
-        _log_arm(cfg, arm_run, parent, name, ladder.results().get(name, []), out / "arms" / name)
+        ladder_tracking.log_arm(cfg, arm_run, parent, name, ladder.results().get(name, []),
+                                out / "arms" / name)
         report = _write_outputs(ladder, time.monotonic() - began)
-    _finish(cfg, parent, out, ladder)
+    ladder_tracking.finish(cfg, parent, out, ladder)
     return str(report)
 
 
@@ -267,12 +289,19 @@ def _run_arm_seed(ladder: Ladder, arm: Arm, seed: int, arm_run: str) -> dict:
         policy = parent["policy"]
     else:
         policy = start_policy(ladder.cfg)
-    log.info("ladder: %s seed %d starting from %s", arm.name, seed, policy)
+    shared = arm.name == "warmup" and ladder.shared_warmup is not None
+    if shared:
+        arm, policy = SHARED_WARMUP, str(ladder.shared_warmup)
+    log.info("ladder: %s seed %d %s %s", arm.name, seed,
+             "evaluates the shared warm-up" if shared else "starting from", policy)
     began = time.monotonic()
     result = _flow(arm.flow)(ladder.config, ladder.seed_overrides(arm, seed, policy))
     from tasks.ladder_report import seed_result
     row = inherit_start(seed_result(arm.name, seed, result, time.monotonic() - began), parent)
-    _tag_child(ladder.cfg, row["mlflow_run_id"], arm_run, arm.name, seed)
+    if shared:
+        from tasks.ladder_results import checkpoint_digest
+        row = {**row, "policy": policy, "shared_warmup": checkpoint_digest(policy)}
+    ladder_tracking.tag_child(ladder.cfg, row["mlflow_run_id"], arm_run, arm.name, seed)
     path = ladder.result_path(arm.name, seed)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(row, indent=1))
@@ -298,53 +327,6 @@ def _flow(name: str):
     return {"evaluate": api.evaluate, "train": api.train, "rft": api.rft}[name]
 
 
-def _tracking_run(cfg: Config, run_dir: Path, parent: str | None) -> str:
-    """The MLflow run of `run_dir` (the ladder, or one arm), a child of `parent` when given."""
-    from tasks import tracking
-    run_id = tracking.open_run(cfg, str(run_dir))
-    if parent:
-        tracking.client(cfg).set_tag(run_id, "mlflow.parentRunId", parent)
-    return run_id
-
-
-def _tag_child(cfg: Config, run_id: str, arm_run: str, arm: str, seed: int) -> None:
-    from tasks import tracking
-    mlc = tracking.client(cfg)
-    for key, value in (("mlflow.parentRunId", arm_run), ("swe_rlvr.arm", arm),
-                       ("swe_rlvr.seed", str(seed))):
-        mlc.set_tag(run_id, key, value)
-
-
-def _log_arm(cfg: Config, arm_run: str, parent: str, arm: str, seeds: list[dict],
-             arm_dir: Path) -> None:
-    """The arm's aggregate (and its mean pass@1 per step) on its run and, prefixed, on the parent;
-    once per set of seeds (`<arm dir>/logged.json`), so a resumed ladder logs nothing twice."""
-    logged = arm_dir / "logged.json"
-    runs = sorted(s["mlflow_run_id"] for s in seeds)
-    if not seeds or (logged.exists() and json.loads(logged.read_text()) == runs):
-        return
-    import math
-
-    from mlflow.entities import Metric
-
-    from tasks import tracking
-    from tasks.ladder import aggregate_arm, curve
-    from tasks.ladder_stats import arm_interval, pool
-    now = int(time.time() * 1000)
-    _, low, high = arm_interval(pool([s["instances"] for s in seeds]))
-    row = {k: v for k, v in {**aggregate_arm(seeds), "pass1_instances_ci_low": low,
-                             "pass1_instances_ci_high": high}.items() if not math.isnan(v)}
-    steps, means, _ = curve(seeds)
-    mlc = tracking.client(cfg)
-    mlc.set_tag(arm_run, "swe_rlvr.arm", arm)
-    mlc.log_batch(arm_run, metrics=[Metric(k, v, now, 0) for k, v in row.items()
-                                    if k != "pass1"]
-                  + [Metric("pass1", m, now, s) for s, m in zip(steps, means)])
-    mlc.log_batch(parent, metrics=[Metric(f"{arm}.{k}", v, now, 0) for k, v in row.items()])
-    tracking.close_run(cfg, arm_run)
-    logged.write_text(json.dumps(runs))
-
-
 def _write_outputs(ladder: Ladder, wall_s: float) -> Path:
     from tasks.ladder_report import write_curves, write_plot, write_report
     results = ladder.results()
@@ -365,14 +347,3 @@ def _write_outputs(ladder: Ladder, wall_s: float) -> Path:
     write_plot(ladder.out / "ladder.png", results)
     write_curves(ladder.out / "curves.png", results)
     return report
-
-
-def _finish(cfg: Config, parent: str, out: Path, ladder: Ladder) -> None:
-    from tasks import tracking
-    mlc = tracking.client(cfg)
-    mlc.set_tag(parent, "swe_rlvr.ladder.seeds", ",".join(map(str, ladder.seeds)))
-    mlc.set_tag(parent, "swe_rlvr.ladder.arms", ",".join(ladder.arms))
-    mlc.log_artifact(parent, str(out / "report.md"))
-    mlc.log_artifact(parent, str(out / "ladder.png"))
-    mlc.log_artifact(parent, str(out / "curves.png"))
-    tracking.close_run(cfg, parent)

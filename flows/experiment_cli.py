@@ -50,6 +50,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     ladder.add_argument("--results-dir", default=None,
                         help="where the committable seed-<n>.json files go, e.g. docs/ladder "
                              "(each finished arm of a seed is merged into its seed's file)")
+    ladder.add_argument("--shared-warmup", default=None, metavar="CHECKPOINT",
+                        help="a warm-up checkpoint every seed's warmup arm evaluates instead of "
+                             "training its own (the seeds then vary the RL and evaluation "
+                             "sampling only; the report says so)")
     ladder.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                         help="dotted overrides, e.g. orchestration.iterations=2 eval.runs=3")
     ladder.set_defaults(handler=_ladder)
@@ -86,7 +90,8 @@ def _ladder(args: argparse.Namespace) -> int:
         raise SystemExit(f"--only-seeds takes a comma list of seed numbers, e.g. 1,2 "
                          f"(got {args.only_seeds!r})") from None
     report = run_ladder(args.config, args.overrides, seeds=args.seeds, arms=arms, out=args.out,
-                        only_seeds=only, base_rate=args.base_rate, results_dir=args.results_dir)
+                        only_seeds=only, base_rate=args.base_rate, results_dir=args.results_dir,
+                        shared_warmup=args.shared_warmup)
     print(Path(report).read_text())
     print(f"report: {report}")
     return 0

@@ -20,6 +20,9 @@ committed, and `write_committed_report` regenerates the report from those files 
   section, and never pooled with them.
 - An arm already in the file with the same MLflow run is left as it is: its provenance (commit,
   config, time) is the invocation that produced it, not a later one that resumed past it.
+- A warm-up shared across seeds (`swe-rlvr experiment ladder --shared-warmup`) is part of the
+  protocol: its checkpoint's digest (`shared_warmup`; null when each seed trained its own) must
+  match across the arms of a file and the seeds of a report, which states it.
 - `notes` are written by hand and kept by every merge.
 Simplification: `dirty` records uncommitted changes to tracked files only; the commit is "unknown"
 where git is missing or the code is not a checkout.
@@ -40,11 +43,13 @@ FORMAT = 1
 ROOT = Path(__file__).resolve().parents[1]
 BF16_FLAGS = ("amx_bf16", "avx2", "avx512_bf16")
 """/proc/cpuinfo flags that decide where bf16 pays (`swe_rlvr.precision`)."""
-PROTOCOL = ("eval_split", "eval_instances", "eval_runs", "instances", "hardware.device")
+PROTOCOL = ("eval_split", "eval_instances", "eval_runs", "instances", "hardware.device",
+            "shared_warmup")
 """What every arm of a file, and every seed pooled in a report, must share."""
 FIXES = {"eval_split": "eval.split", "eval_instances": "eval.limit / instances.ids / "
          "instances.tiers", "eval_runs": "eval.runs", "instances": "the instances source",
-         "hardware.device": "engine.device"}
+         "hardware.device": "engine.device",
+         "shared_warmup": "--shared-warmup (the same checkpoint, or none for every seed)"}
 """Protocol field -> the setting that changes it (for the error's fix)."""
 Results = dict[str, list[dict]]
 
@@ -109,14 +114,33 @@ def git_state(root: Path = ROOT) -> tuple[str, bool]:
     return git_commit(root) or "unknown", dirty
 
 
-def ladder_meta(cfg: Config, config: str | None, overrides: Sequence[str], instances: int) -> dict:
+def ladder_meta(cfg: Config, config: str | None, overrides: Sequence[str], instances: int,
+                shared_warmup: str | None = None) -> dict:
     """What produced the arms of one ladder invocation: commit, config, overrides, evaluation
-    protocol (`instances`: how many the evaluation grades) and hardware."""
+    protocol (`instances`: how many the evaluation grades), hardware, and the digest of the
+    warm-up shared across seeds (None: each seed trains its own)."""
     commit, dirty = git_state()
     return {"commit": commit, "dirty": dirty, "config": _relative(config),
             "overrides": list(overrides), "eval_split": cfg.eval.split,
             "eval_instances": instances, "eval_runs": cfg.eval.runs,
-            "hardware": hardware(cfg.engine.device)}
+            "hardware": hardware(cfg.engine.device),
+            "shared_warmup": checkpoint_digest(shared_warmup) if shared_warmup else None}
+
+
+def checkpoint_digest(path: str) -> str:
+    """sha256 of a checkpoint's weight files (*.safetensors, *.bin), in name order: which
+    warm-up a seed started from, without its path."""
+    import hashlib
+    digest = hashlib.sha256()
+    files = sorted(p for p in Path(path).iterdir() if p.suffix in (".safetensors", ".bin"))
+    if not files:
+        raise ConfigError(f"{path} holds no *.safetensors or *.bin weights to digest.")
+    for file in files:
+        digest.update(file.name.encode())
+        with file.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
 
 
 def _relative(config: str | None) -> str | None:
@@ -161,7 +185,8 @@ def protocol(entry: dict) -> dict:
     """The PROTOCOL fields of one arm's entry."""
     return {"eval_split": entry["eval_split"], "eval_instances": entry["eval_instances"],
             "eval_runs": entry["eval_runs"], "instances": sorted(entry["instances"]),
-            "hardware.device": entry["hardware"]["device"]}
+            "hardware.device": entry["hardware"]["device"],
+            "shared_warmup": entry.get("shared_warmup")}
 
 
 def check_protocol(old: dict, new: dict, old_name: str, new_name: str) -> None:
@@ -270,8 +295,12 @@ def _protocol_text(results: Results) -> str:
     first = next((rows[0] for rows in results.values()), None)
     if first is None:
         return "none"
+    shared = first.get("shared_warmup")
+    warmup = (f"one warm-up shared by every seed (checkpoint sha256 `{shared[:12]}`): the seeds "
+              f"vary the RL and evaluation sampling, and the warm-up's own variance is not "
+              f"measured" if shared else "each seed trains its own warm-up")
     return (f"split `{first['eval_split']}`, {first['eval_instances']} instances x "
-            f"{first['eval_runs']} run(s) per arm and seed")
+            f"{first['eval_runs']} run(s) per arm and seed; {warmup}")
 
 
 def _hardware_text(seed: dict) -> str:

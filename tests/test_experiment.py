@@ -11,6 +11,7 @@ per-instance tally and training curve, and a rerun skips every arm.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from pathlib import Path
@@ -322,3 +323,27 @@ def test_only_seeds_runs_that_seed_and_the_report_covers_every_finished_one(ladd
     assert sorted(p.name for p in (out / "results" / "base").glob("*.json")) == ["seed0.json",
                                                                                   "seed1.json"]
     assert "| base | 2 | 0.000 |" in Path(report).read_text()
+
+
+@pytest.mark.e2e
+def test_a_shared_warm_up_is_evaluated_per_seed_not_trained(ladder, tiny_model_dir, tmp_path):
+    """--shared-warmup: seed 1's warmup arm evaluates seed 0's warm-up checkpoint (no SFT), its
+    result and seed file carry the checkpoint's digest, and the report says the warm-up is
+    shared."""
+    from flows.experiment import run_ladder
+    from tasks.ladder_results import checkpoint_digest
+    out, _, _ = ladder
+    shared = json.loads((out / "results" / "warmup" / "seed0.json").read_text())["policy"]
+    again = tmp_path / "shared"
+    run_ladder("configs/ladder.yaml", [*TOY, f"engine.model={tiny_model_dir}",
+                                       f"sandbox.workdir={again / 'work'}"],
+               seeds=2, arms=["warmup"], out=again, only_seeds=[1], shared_warmup=shared,
+               results_dir=tmp_path / "committed")
+    row = json.loads((again / "results" / "warmup" / "seed1.json").read_text())
+    assert row["policy"] == shared and row["shared_warmup"] == checkpoint_digest(shared)
+    assert row["times"].get("update", 0.0) == 0.0 and row["training"] == {}   # nothing trained
+    seed = json.loads((tmp_path / "committed" / "seed-1.json").read_text())
+    assert seed["arms"]["warmup"]["shared_warmup"] == checkpoint_digest(shared)
+    from tasks.ladder_results import write_committed_report
+    text = write_committed_report(tmp_path / "committed", tmp_path / "report.md")
+    assert "one warm-up shared by every seed" in text

@@ -170,3 +170,29 @@ def test_a_resumed_ladder_fills_the_seed_file_from_results_it_skips(tmp_path):
     assert arm["hardware"]["device"] == "cpu" and arm["config"] == "configs/ladder.yaml"
     assert arm["commit"] == "unknown" or len(arm["commit"]) == 40
     assert arm["finished"] == finished_at(result) and arm["eval_instances"] == 2
+
+
+def test_checkpoint_digest_sees_the_weights_and_nothing_else(tmp_path):
+    from tasks.ladder_results import checkpoint_digest
+    (tmp_path / "model.safetensors").write_bytes(b"weights")
+    (tmp_path / "config.json").write_text("{}")
+    first = checkpoint_digest(str(tmp_path))
+    (tmp_path / "config.json").write_text('{"a": 1}')
+    assert checkpoint_digest(str(tmp_path)) == first
+    (tmp_path / "model.safetensors").write_bytes(b"weightz")
+    assert checkpoint_digest(str(tmp_path)) != first
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ConfigError, match=r"no \*\.safetensors"):
+        checkpoint_digest(str(empty))
+
+
+def test_seeds_with_another_shared_warm_up_are_never_pooled(tmp_path):
+    path = tmp_path / "seed-0.json"
+    update_seed_file(path, _row("warmup", 0), {**_meta(), "shared_warmup": "ab" * 32})
+    with pytest.raises(ConfigError, match=r"in shared_warmup \(None against 'abab.*--shared-warmup"):
+        update_seed_file(path, _row("dapo", 0), _meta())
+    update_seed_file(path, _row("dapo", 0, solved=2), {**_meta(), "shared_warmup": "ab" * 32})
+    text = write_committed_report(tmp_path, tmp_path / "report.md")
+    assert "one warm-up shared by every seed (checkpoint sha256 `abababababab`)" in text
+    assert "warm-up's own variance is not measured" in text
