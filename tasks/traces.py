@@ -197,9 +197,8 @@ def find(cfg: Config, run_id: str, filter_string: str, max_results: int = 100) -
 
 
 def trace_link(base_url: str, experiment_id: str, trace_id: str) -> str:
-    """The MLflow UI's page of one trace."""
-    return (f"{base_url.rstrip('/')}/#/experiments/{experiment_id}/traces?"
-            f"selectedEvaluationId={trace_id}&traceId={trace_id}&compareRunsMode=TRACES")
+    """The MLflow UI's page of one trace (its spans open)."""
+    return f"{base_url.rstrip('/')}/#/experiments/{experiment_id}/traces/{trace_id}"
 
 
 def _rows(it: str, name: str, schema: str | None = None) -> list[dict]:
