@@ -25,8 +25,10 @@ process exits). `tracking.traces: false` logs none.
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
+from agent.loop import truncate
 from agent.turns import Turn, turns
 from swe_rlvr.artifacts import EpisodeOutcome, outcomes
 from swe_rlvr.config import Config
@@ -44,14 +46,6 @@ TAGS = ("run", "iteration", "stage", "instance_id", "episode_id", "policy_versio
         "outcome", "guided")
 REWARD_KEYS = ("reward", "reward_resolved", "reward_turns", "reward_overlong", "reward_format",
                "advantage", "kept")
-
-
-def cut(text: str, limit: int = OBSERVATION_CHARS) -> str:
-    """`text`, with its middle replaced by a marker when longer than `limit` characters."""
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n[... {len(text) - 2 * half} characters omitted ...]\n{text[-half:]}"
 
 
 def chosen(rows: list[dict], limit: int) -> list[dict]:
@@ -131,15 +125,17 @@ def log_episode(mlc: Any, experiment_id: str, run_id: str, run: str, stage: str,
         llm = mlc.start_span(f"llm {turn.index}", trace_id=tid, parent_id=root.span_id,
                              span_type="CHAT_MODEL", inputs={"prompt_tokens": turn.prompt_tokens},
                              start_time_ns=base + int(t0 * 1e9))
-        mlc.end_span(tid, llm.span_id, outputs={"reply": cut(turn.reply)},
+        mlc.end_span(tid, llm.span_id,
+                     outputs={"reply": truncate(turn.reply, OBSERVATION_CHARS)},
                      attributes=_llm_attributes(turn), end_time_ns=base + int(t1 * 1e9))
         tool = mlc.start_span(f"tool {turn.index}", trace_id=tid, parent_id=root.span_id,
                               span_type="TOOL", inputs={"command": turn.command},
                               start_time_ns=base + int(t1 * 1e9))
-        mlc.end_span(tid, tool.span_id, outputs={"observation": cut(turn.observation)},
+        mlc.end_span(tid, tool.span_id,
+                     outputs={"observation": truncate(turn.observation, OBSERVATION_CHARS)},
                      attributes=_tool_attributes(turn), end_time_ns=base + int(t2 * 1e9))
     mlc.end_trace(tid, outputs={"outcome": episode.outcome, "termination": row["termination"],
-                                "patch": cut(row["patch"], PATCH_CHARS)},
+                                "patch": truncate(row["patch"], PATCH_CHARS)},
                   attributes=root_attributes(episode, reward),
                   status="OK" if episode.resolved else "ERROR",
                   end_time_ns=base + int(row["wall_s"] * 1e9))
@@ -207,14 +203,12 @@ def _rows(it: str, name: str, schema: str | None = None) -> list[dict]:
 
 
 def _started_at(row: dict) -> float:
-    import json
     return float(json.loads(row["turns_json"]).get("started_at") or 0.0)
 
 
 def _issue(row: dict) -> str:
-    import json
     users = [m["content"] for m in json.loads(row["messages_json"]) if m["role"] == "user"]
-    return cut(users[0]) if users else ""
+    return truncate(users[0], OBSERVATION_CHARS) if users else ""
 
 
 def _llm_attributes(turn: Turn) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from agent.turns import exit_code, turns
 from swe_rlvr.artifacts import EpisodeOutcome
 from swe_rlvr.config import load_config
 from tasks import store, tracking
-from tasks.traces import chosen, cut, log_step_traces, turn_times
+from tasks.traces import chosen, log_step_traces, turn_times
 from tasks.tracking_store import client
 
 SYSTEM = {"role": "system", "content": "You fix issues."}
@@ -96,11 +96,6 @@ def test_turn_times_from_the_log_else_the_wall_time_shared():
     row = _trajectory().to_row()
     row["turns_json"] = None
     assert turn_times(turns(row), 4.0) == [(0.0, 1.0, 2.0), (2.0, 3.0, 4.0)]
-
-
-def test_cut_keeps_head_and_tail():
-    assert cut("abcdefghij", 4) == "ab\n[... 6 characters omitted ...]\nij"
-    assert cut("abc", 4) == "abc"
 
 
 def test_chosen_is_stable_and_keeps_the_order():
