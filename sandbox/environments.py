@@ -197,9 +197,10 @@ def choose_python(wanted: str, fallback: bool) -> tuple[str, str, tuple[str, ...
 
 
 def install_variables(instance: Instance, base: Path) -> tuple[tuple[str, str], ...]:
-    """Variables for the install step: a SWE-bench-spec install gets the record's version as the
-    setuptools_scm version (the repo store's clones are shallow and tagless)."""
-    if instance.env.origin != env_specs.SWEBENCH or not instance.env.install:
+    """Variables for the install step: every install (SWE-bench's spec or the record's own
+    install_config) gets the record's version as the setuptools_scm version, since the repo
+    store's clones are shallow and tagless (`env_specs.scm_pretend_env`)."""
+    if not instance.env.install:
         return ()
     return env_specs.scm_pretend_env(base, instance.version)
 

@@ -18,9 +18,11 @@ not Python, a conda spec) the instance still loads, and `EnvSpec.build_error` sa
 do. The local backend raises it as an infrastructure failure. It never falls back to a default
 environment: that ran SWE-bench's tests in swe-rlvr's own interpreter and failed them silently.
 
-Spec-derived installs also get `SETUPTOOLS_SCM_PRETEND_VERSION_FOR_<PKG>` from the record's
-version (`scm_pretend_env`). The repo store's clones are shallow and tagless, so setuptools_scm
-would otherwise report 0.1.dev1, and pytest, for one, then refuses its own `minversion`.
+Every install (spec-derived, or a record's own `install_config`) gets
+`SETUPTOOLS_SCM_PRETEND_VERSION_FOR_<PKG>` from the record's version (`scm_pretend_env`). The
+repo store's clones are shallow and tagless, so setuptools_scm would otherwise report 0.1.dev1,
+and pytest, for one, then refuses its own `minversion`: gold would score an infrastructure
+failure.
 
 Simplifications:
 - SWE-bench reads the requirement file at `environment_setup_commit`; this reads it at the base
@@ -145,11 +147,11 @@ def _inlined(path: Path, checkout: Path, depth: int) -> str:
 
 
 def scm_pretend_env(checkout: Path, version: str) -> tuple[tuple[str, str], ...]:
-    """The setuptools_scm version override for a spec-derived install of `checkout`: the record's
-    `version` padded to three parts, for the distribution the checkout declares. Empty when the
-    repo does not use setuptools_scm (or hatch-vcs), declares no readable name, or the record has
-    no version."""
-    if not version or not _uses_scm(checkout):
+    """The setuptools_scm version override for an install of `checkout`: the record's `version`
+    padded to three parts, for the distribution the checkout declares. Empty when the repo does
+    not use setuptools_scm (or hatch-vcs), declares no readable name, or the record's version is
+    not a release number (none, or a name such as "main": no version setuptools_scm accepts)."""
+    if not _RELEASE.fullmatch(version.strip()) or not _uses_scm(checkout):
         return ()
     name = distribution_name(checkout)
     if not name:
@@ -173,6 +175,7 @@ def pretend_version_vars(name: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys([prefix + canonical, prefix + legacy]))
 
 
+_RELEASE = re.compile(r"\d+(\.\d+)*")
 _SCM = re.compile(r"setuptools[_-]scm|hatch[_-]vcs|use_scm_version", re.IGNORECASE)
 
 

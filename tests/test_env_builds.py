@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from sandbox import open_sandbox
-from sandbox.environments import EnvBuildError, env_key
+from sandbox.environments import EnvBuildError, env_key, install_variables
 from sandbox.pythons import find_python, installed_versions, nearest_python
 from swe_rlvr.env_specs import (
     SWEBENCH,
@@ -75,6 +75,23 @@ def test_scm_pretend_env_only_for_setuptools_scm_repos(tmp_path):
     assert scm_pretend_env(scm, "") == ()
     plain = write_tree(tmp_path / "plain", {"setup.py": 'setup(name="sqlfluff")\n'})
     assert scm_pretend_env(plain, "0.6") == ()
+    assert scm_pretend_env(scm, "main") == scm_pretend_env(scm, "7.0-rc") == ()  # no release
+
+
+def test_a_records_own_install_gets_the_pretend_version_too(tmp_path, store):
+    """A user-written install_config (`pip install -e .`) on a tagless clone of a setuptools_scm
+    project would install version 0.1.dev1, and pytest's own minversion check then stops the
+    suite, so gold scores an infrastructure failure: every install gets the record's version."""
+    scm = write_tree(tmp_path / "scm", {
+        "pyproject.toml": '[build-system]\nrequires = ["setuptools_scm"]\n',
+        "setup.cfg": "[metadata]\nname = pytest\n"})
+    var = (("SETUPTOOLS_SCM_PRETEND_VERSION_FOR_PYTEST", "5.4.0"),)
+    for origin in (SWEBENCH, "record"):
+        inst = replace(make_instance(store, env=EnvSpec(python="3.9", install="pip install -e .",
+                                                        origin=origin)), version="5.4")
+        assert install_variables(inst, scm) == var, origin
+    no_install = replace(make_instance(store, env=EnvSpec(python="3.9")), version="5.4")
+    assert install_variables(no_install, scm) == ()
 
 
 def test_pretend_version_is_part_of_the_env_key(store):
