@@ -121,19 +121,19 @@ def log_episode(mlc: Any, experiment_id: str, run_id: str, run: str, stage: str,
                            tags=trace_tags(run, stage, episode), experiment_id=experiment_id,
                            start_time_ns=base, run_id=run_id)
     tid = root.trace_id
+    def span(name: str, kind: str, inputs: dict, outputs: dict, attributes: dict,
+             start_s: float, end_s: float) -> None:
+        child = mlc.start_span(name, trace_id=tid, parent_id=root.span_id, span_type=kind,
+                               inputs=inputs, start_time_ns=base + int(start_s * 1e9))
+        mlc.end_span(tid, child.span_id, outputs=outputs, attributes=attributes,
+                     end_time_ns=base + int(end_s * 1e9))
+
     for turn, (t0, t1, t2) in zip(turn_list, turn_times(turn_list, row["wall_s"]), strict=True):
-        llm = mlc.start_span(f"llm {turn.index}", trace_id=tid, parent_id=root.span_id,
-                             span_type="CHAT_MODEL", inputs={"prompt_tokens": turn.prompt_tokens},
-                             start_time_ns=base + int(t0 * 1e9))
-        mlc.end_span(tid, llm.span_id,
-                     outputs={"reply": truncate(turn.reply, OBSERVATION_CHARS)},
-                     attributes=_llm_attributes(turn), end_time_ns=base + int(t1 * 1e9))
-        tool = mlc.start_span(f"tool {turn.index}", trace_id=tid, parent_id=root.span_id,
-                              span_type="TOOL", inputs={"command": turn.command},
-                              start_time_ns=base + int(t1 * 1e9))
-        mlc.end_span(tid, tool.span_id,
-                     outputs={"observation": truncate(turn.observation, OBSERVATION_CHARS)},
-                     attributes=_tool_attributes(turn), end_time_ns=base + int(t2 * 1e9))
+        span(f"llm {turn.index}", "CHAT_MODEL", {"prompt_tokens": turn.prompt_tokens},
+             {"reply": truncate(turn.reply, OBSERVATION_CHARS)}, _llm_attributes(turn), t0, t1)
+        span(f"tool {turn.index}", "TOOL", {"command": turn.command},
+             {"observation": truncate(turn.observation, OBSERVATION_CHARS)},
+             _tool_attributes(turn), t1, t2)
     mlc.end_trace(tid, outputs={"outcome": episode.outcome, "termination": row["termination"],
                                 "patch": truncate(row["patch"], PATCH_CHARS)},
                   attributes=root_attributes(episode, reward),
