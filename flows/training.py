@@ -89,7 +89,7 @@ def evaluate_flow(config: str | None = None, overrides: list[str] | None = None,
     extra = ([f"engine.model={model}"] if model else []) + ([f"eval.split={split}"] if split else [])
     cfg = _config(config, list(overrides or []) + extra, trains=False)
     run_dir, policy = run_directory(cfg, prefix="eval"), start_policy(cfg)
-    with tracked_run(cfg, run_dir) as run_id:
+    with tracked_run(cfg, run_dir, trains=False) as run_id:
         evaluate_policy.with_options(task_runner=task_runner(cfg))(cfg, run_dir, 0, policy, verifier)
         steps = {0: track_step(cfg, run_id, run_dir, 0)}
         summarize(cfg, run_id, run_dir, steps, "evaluate")

@@ -28,9 +28,9 @@ FAILED_LINKS = 3
 
 
 @task(name="start-tracking", **_TRACKING)
-def start_tracking(cfg: Config, run_dir: str) -> str:
+def start_tracking(cfg: Config, run_dir: str, trains: bool = True) -> str:
     """The MLflow run id of `run_dir` (created with the config as params on first use)."""
-    return tracking.open_run(cfg, run_dir)
+    return tracking.open_run(cfg, run_dir, trains)
 
 
 @task(name="track-step", **_TRACKING)
@@ -62,12 +62,12 @@ def run_name(run_dir: str) -> str:
 
 
 @contextmanager
-def tracked_run(cfg: Config, run_dir: str) -> Iterator[str]:
+def tracked_run(cfg: Config, run_dir: str, trains: bool = True) -> Iterator[str]:
     """The MLflow run of `run_dir` for the body of a flow, whose flow run takes the directory's
     name: FINISHED when the body returns, FAILED when it raises (a rerun of the same run
-    directory reopens it as RUNNING and resumes)."""
+    directory reopens it as RUNNING and resumes); a run that `trains` logs its train pool."""
     name_flow_run(run_dir)
-    run_id = start_tracking(cfg, run_dir)
+    run_id = start_tracking(cfg, run_dir, trains)
     monitor = system_metrics(cfg, run_id)
     try:
         yield run_id

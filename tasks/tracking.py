@@ -98,39 +98,43 @@ def git_commit(where: Path = Path(__file__).parent) -> str:
     return os.environ.get("SWE_RLVR_GIT_COMMIT", "")
 
 
-def open_run(cfg: Config, run_dir: str) -> str:
-    """The MLflow run of `run_dir` (created, with the config as params, its description and its
-    train pool as a dataset, on first use)."""
+def open_run(cfg: Config, run_dir: str, trains: bool = True) -> str:
+    """The MLflow run of `run_dir` (created, with the config as params, its description and, when
+    the run `trains`, its train pool as a dataset, on first use)."""
     saved = store.read_json(store.join(run_dir, RUN_FILE))
     mlc = client(cfg)
     tags = run_tags()
     if saved and saved.get("tracking_uri") == tracking_uri(cfg):
         mlc.update_run(saved["run_id"], status="RUNNING")
-        for key, value in {**tags, NOTE: describe(cfg, tags)}.items():   # the resuming flow run
+        for key, value in {**tags, NOTE: describe(cfg, tags, trains)}.items():   # the resuming flow run
             mlc.set_tag(saved["run_id"], key, value)
         return saved["run_id"]
     from mlflow.entities import Param
     run = mlc.create_run(experiment_id(mlc, cfg), run_name=run_dir.rstrip("/").rsplit("/", 1)[-1],
-                         tags={"swe_rlvr.run_dir": run_dir, **tags, NOTE: describe(cfg, tags)})
+                         tags={"swe_rlvr.run_dir": run_dir, **tags,
+                                 NOTE: describe(cfg, tags, trains)})
     params = [Param(k, str(v)[:6000]) for k, v in sorted(flatten(cfg).items())]
     for i in range(0, len(params), 100):
         mlc.log_batch(run.info.run_id, params=params[i:i + 100])
-    _log_pool(cfg, mlc, run.info.run_id)
+    if trains:  # an evaluation's instances are logged with its step (eval-<split>)
+        _log_pool(cfg, mlc, run.info.run_id)
     store.write_json(store.join(run_dir, RUN_FILE),
                      {"run_id": run.info.run_id, "tracking_uri": tracking_uri(cfg)})
     return run.info.run_id
 
 
-def describe(cfg: Config, tags: dict[str, str]) -> str:
+def describe(cfg: Config, tags: dict[str, str], trains: bool = True) -> str:
     """The run's recipe in one paragraph: algorithm, model, G, iterations, instances, evaluation,
-    commit and the Prefect flow run (markdown, the MLflow UI's description)."""
+    commit and the Prefect flow run (markdown, the MLflow UI's description); a run that does not
+    `trains` is described by its evaluation alone."""
     inst, ev, orch = cfg.instances, cfg.eval, cfg.orchestration
     warmups = [name for name, on in (("expert SFT warm-up", orch.expert_warmup),
                                      ("RFT warm-up", orch.rft_warmup)) if on]
     tiers = f" (tiers {', '.join(inst.tiers)})" if inst.tiers else ""
     evaluated = (f"evaluated every {ev.every} iteration(s) on {ev.limit or 'all'} `{ev.split}` "
                  f"instances x {ev.runs} run(s)")
-    text = (f"{cfg.algorithm.name.upper()} on `{cfg.engine.model}`"
+    text = (f"Evaluation of `{cfg.engine.model}` on {ev.limit or 'all'} `{ev.split}` instances of "
+            f"`{inst.source}` x {ev.runs} run(s).") if not trains else (f"{cfg.algorithm.name.upper()} on `{cfg.engine.model}`"
             f"{' after ' + ' and '.join(warmups) if warmups else ''}: {orch.iterations} "
             f"iteration(s) of {inst.limit or 'all'} `{inst.train_split}` instances of "
             f"`{inst.source}`{tiers} x G={cfg.algorithm.group_size} episodes, guidance "

@@ -132,6 +132,9 @@ def test_the_description_states_the_recipe():
                            "of 8 `train` instances of `builtin` (tiers easy, generated) x G=4")
     assert "10 `test` instances x 1 run(s)" in text and "Commit `0123456789ab`" in text
     assert text.endswith("Prefect flow run: http://127.0.0.1:4200/runs/flow-run/x")
+    evaluation = tracking.describe(cfg, {}, trains=False)
+    assert evaluation == ("Evaluation of `runs/.models/smollm2` on 10 `test` instances of "
+                          "`builtin` x 1 run(s).")
 
 
 # --------------------------------------------------------------------------- real MLflow store
@@ -264,6 +267,24 @@ def test_the_run_carries_its_datasets_and_description(tmp_path):
                               str(root / "run-d"))
     twin = {d.dataset.name: d for d in client(cfg).get_run(again).inputs.dataset_inputs}
     assert twin["train-pool"].dataset.digest == pool.dataset.digest
+
+
+def test_an_evaluation_run_logs_no_train_pool_so_a_file_without_splits_can_be_evaluated(tmp_path):
+    import dataclasses
+
+    from swe_rlvr.builtin import load_builtin
+    from swe_rlvr.loaders import write_instances
+    plain = tmp_path / "plain.jsonl"          # no split at all: there is no train pool to log
+    write_instances(plain, [dataclasses.replace(i, split="") for i in load_builtin("test")[:2]])
+    root = tmp_path / "runs"
+    cfg = load_config(None, [f"orchestration.run_root={root}", f"instances.source={plain}",
+                             "eval.split=all"])
+    run_id = tracking.open_run(cfg, str(root / "eval-plain"), trains=False)
+    run = client(cfg).get_run(run_id)
+    assert run.inputs.dataset_inputs == []
+    assert run.data.tags[tracking.NOTE].startswith("Evaluation of ")
+    with pytest.raises(ValueError, match="No instances of split 'train'"):
+        tracking.open_run(cfg, str(root / "train-plain"))
 
 
 def test_the_bench_sets_tracing_against_the_stages_that_made_the_episodes(tmp_path):
