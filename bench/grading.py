@@ -5,7 +5,9 @@ the recipes as `install_config`; environments are built once before anything is 
 - grading time: `grade(gold)` (a fresh sandbox, patch, test patch, the test run with its junit
   report, SWE-bench's parser, the guards) against running the same tests directly: the same test
   command in a prepared checkout (gold and test patch applied, the same environment first on
-  PATH), no sandbox. The two alternate rep by rep; medians. Target: <= 1.2x.
+  PATH), no sandbox; and the grade without the static screen and the runtime guard, to show what
+  those two layers cost. The three alternate rep by rep; medians. Target: <= 1.25x with every
+  layer on.
 - parsing: the verdict from a recorded log (`grade_run`: SWE-bench's parser, the summary section,
   the guards, SWE-bench's report) against SWE-bench's parser alone, on the recorded logs of
   tests/data/real_logs; seconds per MB of log.
@@ -18,6 +20,7 @@ Usage: python bench/grading.py [--reps 3] [--ids ID ...]
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import json
 import os
@@ -77,12 +80,13 @@ def direct_command(inst) -> str:
     return " ".join([inst.env.test_cmd, *map(shlex.quote, appended_test_files(inst))])
 
 
-def grading_times(insts, cfg, store, tmp: Path, reps: int) -> list[tuple[str, float, float]]:
+def grading_times(insts, cfg, store, tmp: Path, reps: int) -> list[tuple[str, float, float, float]]:
     rows = []
+    bare = dataclasses.replace(cfg, static_screen=False, runtime_guard=False)
     for inst in insts:
         checkout, env = prepared_checkout(inst, cfg, store, tmp)
         cmd = direct_command(inst)
-        direct, graded = [], []
+        direct, graded, unlayered = [], [], []
         for _ in range(reps):
             start = time.perf_counter()
             proc = subprocess.run(cmd, shell=True, cwd=checkout, env=env, capture_output=True, text=True)
@@ -95,8 +99,13 @@ def grading_times(insts, cfg, store, tmp: Path, reps: int) -> list[tuple[str, fl
             graded.append(time.perf_counter() - start)
             if not report.resolved:
                 raise SystemExit(f"{inst.instance_id}: grade(gold) did not resolve: {report.infra_reason} "
-                                 f"{report.guards} {report.f2p_failed} {report.p2p_failed[:3]}")
-        rows.append((inst.instance_id, statistics.median(direct), statistics.median(graded)))
+                                 f"{report.tamper_reason} {report.guards} {report.f2p_failed} {report.p2p_failed[:3]}")
+            start = time.perf_counter()
+            if not grade(inst, inst.patch, bare, store).resolved:
+                raise SystemExit(f"{inst.instance_id}: grade(gold) without the screen and guard did not resolve")
+            unlayered.append(time.perf_counter() - start)
+        rows.append((inst.instance_id, statistics.median(direct), statistics.median(graded),
+                     statistics.median(unlayered)))
     return rows
 
 
@@ -142,13 +151,12 @@ def main() -> None:
             open_sandbox(inst, cfg, store).close()
             grade(inst, inst.patch, cfg, store)
         rows = grading_times(insts, cfg, store, tmp, args.reps)
-    print(f"\ngrading gold on {len(rows)} real instances, median of {args.reps} (ratio to the direct run; "
-          f"target <= 1.2x)")
-    for iid, direct, graded in rows:
-        print(f"  {iid:<28} direct {direct:7.2f} s   grade {graded:7.2f} s   {graded / direct:5.2f}x")
-    total_direct, total_graded = sum(r[1] for r in rows), sum(r[2] for r in rows)
-    print(f"  {'all':<28} direct {total_direct:7.2f} s   grade {total_graded:7.2f} s   "
-          f"{total_graded / total_direct:5.2f}x")
+    print(f"\ngrading gold on {len(rows)} real instances, median of {args.reps} (grade: every layer on, ratio "
+          f"to the direct run, target <= 1.25x; 'layers': its ratio to the grade without the static screen "
+          f"and the runtime guard)")
+    for iid, direct, graded, unlayered in rows + [("all", *(sum(r[i] for r in rows) for i in (1, 2, 3)))]:
+        print(f"  {iid:<28} direct {direct:7.2f} s   grade {graded:7.2f} s   {graded / direct:5.2f}x   "
+              f"without them {unlayered:7.2f} s   layers {graded / unlayered:5.2f}x")
     mb, theirs, ours = parse_times(insts, max(5, args.reps))
     print(f"\nparsing {mb:.2f} MB of recorded logs (gold and empty), median of {max(5, args.reps)}")
     print(f"  SWE-bench's parser alone          {theirs:7.3f} s/MB   1.00x")

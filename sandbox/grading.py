@@ -100,12 +100,36 @@ verdict that differs from SWE-bench's always says why (`reference_resolved` hold
 A genuine fix that needs to change conftest.py or pytest's configuration loses; that trade-off is
 deliberate.
 
+**The static screen** (`sandbox.screen`, config key `sandbox.static_screen`): the patch's
+non-test Python files, read with `ast` before and after it, must not newly reach for the test
+machinery or for introspection (pytest's internals and hooks, `atexit`, frames, `gc`, writes to
+`sys.modules` or builtins, the runners' environment variables such as `PYTEST_CURRENT_TEST`,
+`ctypes`, writes outside the repository, pytest's report text); a patch that does is `tampered`,
+with the rule in the reason. Its rules, its repository awareness (a package the repository ships is
+the code under repair) and its blind spots are that module's docstring. No gold patch of the
+built-in suite, the real set or SWE-bench Lite trips it (`tests/screen_gold.py`).
+
+**The runtime guard** (modules `sandbox.runtime_guard` and `sandbox.guard_plugin`, config key
+`sandbox.runtime_guard`; pytest suites the grader runs itself, not pytest's own repositories): code the tests import
+has full control of pytest's process, so canaries catch only tampering that is blind to them. The
+grader loads a plugin of its own with `-p`, under a random module name, from its private directory,
+before any of the repository's code: an audit hook (PEP 578) refuses to the lines the patch added
+(`git diff -U0` after it applied) frame and object walks (`sys._getframe`, a traceback's frame,
+`gc.get_objects`...), tracing and `ctypes`, and to any frame of them the grader's own files (the
+junit report, even from an `atexit` handler); pytest's and pluggy's functions must stay as they
+were, and a hook implementation the patch added is unregistered. What it refuses or finds is
+written with a random token to the process's original stdout, and grades the run `tampered`, as
+does a run that ended normally without the guard's `end` record. It cannot see what needs none of
+this: reading `PYTEST_CURRENT_TEST` or `sys.modules`, or calling pytest's objects it was handed
+(the static screen looks for those in the patch's text).
+
 Infrastructure failures (repository or environment missing, the sandbox failing, the test patch
 not applying to the base, a suite that does not run, a gold patch that does not resolve or whose
 canaries say "tampered") set `infra_failure` with a reason. A tampered grade is not one: it is a
 sample.
-The eval-script path (docker) applies no exit-code or junit guard: the script's exit status is its
-last command's, and it writes no junit report.
+The eval-script path (docker) applies no exit-code or junit guard and no runtime guard: the
+script's exit status is its last command's, it writes no junit report, and it runs pytest its own
+way.
 
 Simplifications: FAIL_TO_FAIL and PASS_TO_FAIL are reported empty (instances here carry no such
 lists).
@@ -117,6 +141,7 @@ import dataclasses
 import hashlib
 import json
 import random
+import shlex
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -125,12 +150,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sandbox.base import SandboxError
+from sandbox.base import Sandbox, SandboxError
+from sandbox.canaries import canary_rng
 from sandbox.grade_report import GradeReport, InfraFailure
 from sandbox.model_patch import apply_model_patch
-from sandbox.suite_run import SuiteRun, prepare_tests, run_tests, uses_junit
-from sandbox.tamper import canary_rng, plant_checks
+from sandbox.runtime_guard import new_guard
+from sandbox.screen import instance_tests, screen, screened
+from sandbox.suite_run import SuiteRun, prepare_tests, run_tests, uses_guard, uses_junit
+from sandbox.tamper import GIT, plant_checks
 from sandbox.verdict import judge, score
+from swe_rlvr.patches import patch_files
 
 if TYPE_CHECKING:
     from swe_rlvr.config import SandboxConfig
@@ -196,6 +225,9 @@ def _grade(instance: Instance, model_patch: str, cfg: SandboxConfig, repo_store:
             require_gold(instance, model_patch, cfg, repo_store, report)
         return report
     verdict = judge(instance, attempt.run, junit=uses_junit(instance, cfg))
+    if attempt.flag:
+        verdict = dataclasses.replace(verdict, tamper_reason="; ".join(
+            r for r in (f"static screen: {attempt.flag}", verdict.tamper_reason) if r))
     notes = attempt.notes
     if not verdict.ran:
         if not report.patch_exists:
@@ -240,6 +272,8 @@ class Attempt:
     method: str = ""
     apply_log: str = ""
     notes: tuple[str, ...] = ()
+    flag: str = ""
+    """What the static screen found in the applied patch ("" if nothing; `sandbox.screen`)."""
 
 
 def _attempt(instance: Instance, model_patch: str, cfg: SandboxConfig, repo_store: str | Path,
@@ -252,6 +286,8 @@ def _attempt(instance: Instance, model_patch: str, cfg: SandboxConfig, repo_stor
             method, apply_log = apply_model_patch(sb, model_patch)
             if not method:
                 return Attempt(run=None, apply_log=apply_log, notes=notes)
+        flag = static_flag(sb, instance, model_patch) if cfg.static_screen and method else ""
+        guard = new_guard(sb, instance, model_patch, GIT) if uses_guard(instance, cfg) else None
         try:
             notes += prepare_tests(sb, instance, model_patch)
         except InfraFailure as exc:
@@ -260,9 +296,24 @@ def _attempt(instance: Instance, model_patch: str, cfg: SandboxConfig, repo_stor
             return Attempt(run=None, applied=True, method=method, apply_log=str(exc),
                            notes=notes + (PREPARE_FAILED,))
         checks = plant_checks(sb, instance, cfg, rng)
-        run = dataclasses.replace(run_tests(sb, instance, cfg), canaries=checks.canaries,
+        run = dataclasses.replace(run_tests(sb, instance, cfg, guard), canaries=checks.canaries,
                                   xfail_expected=checks.xfail_expected)
-        return Attempt(run=run, applied=bool(method), method=method, notes=notes + checks.notes)
+        return Attempt(run=run, applied=bool(method), method=method, notes=notes + checks.notes, flag=flag)
+
+
+def static_flag(sb: Sandbox, instance: Instance, model_patch: str) -> str:
+    """The static screen's flag on the applied patch, from the files as the sandbox has them
+    before (the base commit) and after it ("" if none)."""
+    tests = instance_tests(instance)
+    paths = [p for p in patch_files(model_patch) if screened(p, tests)]
+    before, after = {}, {}
+    for path in paths:
+        base = sb.execute(f"{GIT} show HEAD:{shlex.quote(path)}", timeout=60)
+        now = sb.execute(f"cat -- {shlex.quote(path)}", timeout=60)
+        before[path] = base.output if base.exit_code == 0 else None
+        after[path] = now.output if now.exit_code == 0 else None
+    flag = screen(instance.repo, before, after, tests=tests)
+    return str(flag) if flag else ""
 
 
 _ONCE: dict[tuple[str, str], tuple[bool, str]] = {}

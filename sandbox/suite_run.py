@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from sandbox import reference
 from sandbox.base import ExecResult, Sandbox
 from sandbox.grade_report import InfraFailure
+from sandbox.runtime_guard import Guard, applies
 from sandbox.tamper import GIT, infrastructure_resets
 from swe_rlvr.patches import patch_files
 
@@ -44,6 +45,8 @@ class SuiteRun:
     """The canary tests planted in the test files: {test id: the status it must report}."""
     xfail_expected: frozenset[str] | None = None
     """The graded tests whose pristine test file expects XFAIL; None when unknown (none counts)."""
+    guard: tuple[dict, ...] | None = None
+    """The runtime guard's records (`sandbox.runtime_guard`), in order; None when it did not run."""
 
 
 def prepare_tests(sb: Sandbox, instance: Instance, model_patch: str) -> tuple[str, ...]:
@@ -80,8 +83,15 @@ def uses_junit(instance: Instance, cfg: SandboxConfig) -> bool:
             and not (instance.env.eval_script and cfg.backend == "docker"))
 
 
-def run_tests(sb: Sandbox, instance: Instance, cfg: SandboxConfig) -> SuiteRun:
-    """Run the instance's tests once; the junit report travels after a random separator."""
+def uses_guard(instance: Instance, cfg: SandboxConfig) -> bool:
+    """Whether the run loads the grader's runtime guard (`sandbox.runtime_guard`)."""
+    return (cfg.runtime_guard and reference.is_pytest(instance) and "pytest" in instance.env.test_cmd
+            and not (instance.env.eval_script and cfg.backend == "docker") and applies(instance))
+
+
+def run_tests(sb: Sandbox, instance: Instance, cfg: SandboxConfig, guard: Guard | None = None) -> SuiteRun:
+    """Run the instance's tests once (with `guard`'s plugin loaded, when given); the junit report
+    travels after a random separator, the guard's records on lines of their own."""
     if instance.env.eval_script and cfg.backend == "docker":
         result = _run(sb, instance.env.eval_script, cfg)
         return SuiteRun(log=script_section(result.output), exit_code=result.exit_code,
@@ -91,16 +101,22 @@ def run_tests(sb: Sandbox, instance: Instance, cfg: SandboxConfig) -> SuiteRun:
     use_junit = uses_junit(instance, cfg)
     token = secrets.token_hex(16)
     junit = f" --junitxml={JUNIT_DIR}/junit.xml" if use_junit else ""
-    cmd = f"rm -rf {JUNIT_DIR}; mkdir -p {JUNIT_DIR}; {instance.env.test_cmd}{junit} {existing}"
+    setup = f"rm -rf {JUNIT_DIR}; mkdir -p {JUNIT_DIR}"
+    if guard is not None:
+        setup += "\n" + guard.install(JUNIT_DIR)
+    option = guard.option() if guard is not None else ""
+    cmd = f"{setup}\n{instance.env.test_cmd}{option}{junit} {existing}"
     if use_junit:
         cmd += f"\ncode=$?; echo; echo {token}; cat {JUNIT_DIR}/junit.xml 2>/dev/null; exit $code"
     result = _run(sb, cmd, cfg)
-    if not use_junit:
-        return SuiteRun(log=result.output, exit_code=result.exit_code, timed_out=result.timed_out)
-    log, found, xml = result.output.rpartition(f"\n{token}\n")
-    if not found:  # killed before the separator (a timeout): everything is log
-        log, xml = result.output, ""
-    return SuiteRun(log=log, exit_code=result.exit_code, timed_out=result.timed_out, junit_xml=xml)
+    log, xml = result.output, None
+    if use_junit:
+        log, found, xml = result.output.rpartition(f"\n{token}\n")
+        if not found:  # killed before the separator (a timeout): everything is log
+            log, xml = result.output, ""
+    log, records = guard.records(log) if guard is not None else (log, None)
+    return SuiteRun(log=log, exit_code=result.exit_code, timed_out=result.timed_out, junit_xml=xml,
+                    guard=records)
 
 
 def appended_test_files(instance: Instance) -> list[str]:

@@ -1,5 +1,6 @@
 """How the tests run is not the patch's to change: the test infrastructure a grade restores, and
-the checks it plants in the pristine test files (the XFAIL marks they hold, and the canaries).
+the checks it plants in the pristine test files (the XFAIL marks they hold, and the canaries, whose
+rules live in `sandbox.canaries`).
 
 `sandbox.grading` calls these around its test run; its module docstring says what each rule is
 for ("How the tests run is not the patch's to change", the `xfail` guard). Split out of it so that
@@ -10,24 +11,20 @@ from __future__ import annotations
 
 import ast
 import configparser
-import hashlib
 import importlib.machinery
 import random
 import re
-import secrets
 import shlex
 import sys
 import tomllib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sandbox import reference
-from sandbox.base import Sandbox, SandboxError
-from sandbox.logparse import FAILED, OK, PASSED, SKIPPED, JunitIndex, junit_key
+from sandbox.base import Sandbox
+from sandbox.canaries import SYSTEM_RNG, canaries_blocked, plant_canaries
 from swe_rlvr.patches import patch_files
 
 if TYPE_CHECKING:
-    from sandbox.suite_run import SuiteRun
     from swe_rlvr.config import SandboxConfig
     from swe_rlvr.instances import Instance
 
@@ -48,6 +45,11 @@ SHADOWED = frozenset(sys.stdlib_module_names) | PYTEST_MODULES
 TEST_DIR = re.compile(r"tests?|testing|tests?_\w*|\w*_tests?")
 """Directory names that hold tests: their `__init__.py` files are test infrastructure."""
 SHADOWING, METADATA = "shadows a module Python or pytest imports", "package metadata (entry points)"
+INSTALLED = "shadows an installed module (a pytest plugin pytest autoloads, or one the code imports)"
+INSTALLED_MODULES = ("python -I -c \"import pkgutil; print('\\n'.join(sorted(set(m.name for m in "
+                     "pkgutil.iter_modules()))))\"")
+"""The top-level modules the test environment's Python can import, the repo aside (`-I`: no cwd, no
+PYTHONPATH)."""
 
 
 def reset_kind(path: str, inits: set[str]) -> str:
@@ -73,14 +75,25 @@ def new_entry(path: str, search_dirs: tuple[str, ...]) -> tuple[str, str]:
     searches first ("shlex.py", "src/_pytest"); the entry is reset where the base lacks it."""
     parts = path.split("/")
     for i, part in enumerate(parts[:-1]):
-        if part.endswith((".dist-info", ".egg-info")):
+        if part.lower().endswith((".dist-info", ".egg-info")):  # importlib.metadata ignores case
             return "/".join(parts[:i + 1]), METADATA
+    for entry, name in top_level(path, search_dirs):
+        if name in SHADOWED:
+            return entry, SHADOWING
+    return "", ""
+
+
+def top_level(path: str, search_dirs: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(entry, module name) of the top-level module or package `path` lies in, for each directory
+    Python searches first that holds it ("src/pkg", "pkg")."""
+    found = []
     for folder in search_dirs:
         prefix = f"{folder}/" if folder else ""
         head, sep, _ = path[len(prefix):].partition("/") if path.startswith(prefix) else ("", "", "")
-        if (head if sep else module_stem(head)) in SHADOWED:
-            return prefix + head, SHADOWING
-    return "", ""
+        name = head if sep else module_stem(head)
+        if name:
+            found.append((prefix + head, name))
+    return found
 
 
 def module_stem(filename: str) -> str:
@@ -110,18 +123,32 @@ def test_dir_inits(instance: Instance) -> set[str]:
 
 def pytest_settings(name: str, text: str | None) -> object:
     """What pytest reads from the shared configuration file `name` holding `text` (None: no file):
-    its pytest sections, or None. Text that does not parse gives a fresh object (equal to nothing)."""
+    its pytest sections, or None. Text that does not parse gives a fresh object (equal to nothing).
+    An ini file is read twice: by `iniconfig`, pytest's own parser (it splits lines where
+    `str.splitlines` does, at `\r`, `\x0c`, `\x1c`...), and by `configparser` (older pytests read
+    `setup.cfg` with it): a change either of them sees is a change."""
     if text is None:
         return None
     try:
         if name == "pyproject.toml":
             return tomllib.loads(text).get("tool", {}).get("pytest")
-        parser = configparser.RawConfigParser(strict=False)
-        parser.optionxform = str  # type: ignore[assignment,method-assign]  # configparser's documented idiom
-        parser.read_string(text)
-        return {s: dict(parser.items(s)) for s in PYTEST_SECTIONS[name] if parser.has_section(s)} or None
+        read = (_iniconfig_sections(name, text), _configparser_sections(name, text))
+        return read if any(read) else None
     except Exception:  # noqa: BLE001 - unreadable configuration counts as changed
         return object()
+
+
+def _iniconfig_sections(name: str, text: str) -> dict | None:
+    import iniconfig
+    ini = iniconfig.IniConfig(name, data=text)
+    return {s: dict(ini[s].items()) for s in PYTEST_SECTIONS[name] if s in ini} or None
+
+
+def _configparser_sections(name: str, text: str) -> dict | None:
+    parser = configparser.RawConfigParser(strict=False)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]  # configparser's documented idiom
+    parser.read_string(text)
+    return {s: dict(parser.items(s)) for s in PYTEST_SECTIONS[name] if parser.has_section(s)} or None
 
 
 def pytest_section_changed(sb: Sandbox, path: str) -> bool:
@@ -151,11 +178,17 @@ def infrastructure_resets(sb: Sandbox, instance: Instance, model_patch: str) -> 
     resets = [(f, why) for f in touched if (why := reset_kind(f, inits))]
     resets += [(f, "pytest configuration") for f in touched
                if f.rsplit("/", 1)[-1] in PYTEST_SECTIONS and pytest_section_changed(sb, f)]
-    entries = {f: entry for f in touched if (entry := new_entry(f, search_dirs(instance)))[0]}
-    present = at_base(sb, {entry for entry, _ in entries.values()})
+    dirs = search_dirs(instance)
+    entries = {f: entry for f in touched if (entry := new_entry(f, dirs))[0]}
+    tops = {f: top_level(f, dirs) for f in touched if f not in entries}
+    present = at_base(sb, {entry for entry, _ in entries.values()} | {e for found in tops.values() for e, _ in found})
     for f, (top, why) in entries.items():
         if top not in present or why == METADATA:
             resets.append((top if top not in present else f, why))
+    new = {f: [(e, n) for e, n in found if e not in present] for f, found in tops.items()}
+    if any(new.values()):
+        installed = set(sb.execute(INSTALLED_MODULES, timeout=60).output.split())
+        resets += [(e, INSTALLED) for found in new.values() for e, n in found if n in installed]
     return list(dict.fromkeys(resets))
 
 
@@ -192,7 +225,7 @@ def plant_checks(sb: Sandbox, instance: Instance, cfg: SandboxConfig, rng: rando
     files = [f for f, m in marks.items() if m is not None and not m.module
              and any(t.startswith(f"{f}::") and test_function(t).startswith("test") for t in listed)]
     parsed = {f: text for f, text in texts.items() if text is not None}  # every file in `files`
-    return Checks(plant_canaries(sb, files, parsed, rng or _RNG), expected)
+    return Checks(plant_canaries(sb, files, parsed, rng or SYSTEM_RNG), expected)
 
 
 def graded_files(instance: Instance) -> list[str]:
@@ -253,135 +286,3 @@ def xfail_expected(marks: XfailMarks | None, test_id: str) -> bool:
     if marks is None or not names:
         return False
     return marks.module or any(c in marks.classes for c in names[:-1]) or names[-1] in marks.functions
-
-
-# --------------------------------------------------------------------------- canaries
-
-STOPPING = ("-x", "--exitfirst", "--maxfail", "-k", "-m", "--lf", "--last-failed", "--sw", "--stepwise",
-            "--stepwise-skip", "--deselect")
-"""pytest options with which a failing canary could cut the run short, or canaries be deselected."""
-SHORT_WITH_VALUE = "kmprcoWn"
-CANARY_WORDS = (
-    ("parse", "merge", "split", "render", "load", "format", "resolve", "count", "sort", "strip", "group"),
-    ("keeps", "drops", "handles", "returns", "accepts", "preserves", "skips", "collects", "orders"),
-    ("empty", "nested", "unicode", "trailing", "duplicate", "default", "mixed", "single", "quoted"),
-    ("values", "items", "keys", "lines", "names", "entries", "fields", "parts", "tokens", "rows"))
-_RNG = random.SystemRandom()
-
-
-def canaries_blocked(instance: Instance, cfg: SandboxConfig) -> tuple[bool, str]:
-    """(no canaries for this run, the note that says why where it is not the configuration's choice)."""
-    if not (cfg.canaries and reference.is_pytest(instance)):
-        return True, ""
-    if instance.env.eval_script and cfg.backend == "docker":
-        return True, "no canary tests: the eval script resets the test files itself"
-    option = stopping_option(instance.env.test_cmd)
-    if option:
-        return True, f"no canary tests: the test command stops or selects tests ({option})"
-    return False, ""
-
-
-def stopping_option(test_cmd: str) -> str:
-    """The first option of `STOPPING` among pytest's arguments in `test_cmd` ("" if none)."""
-    words = shlex.split(test_cmd)
-    start = next((i + 1 for i, w in enumerate(words) if w.rsplit("/", 1)[-1] in ("pytest", "py.test")), len(words))
-    for word in words[start:]:
-        if word.split("=", 1)[0] in STOPPING:
-            return word
-        if word.startswith("-") and not word.startswith("--"):
-            for char in word[1:]:
-                if char in "xkm":
-                    return word
-                if char in SHORT_WITH_VALUE:
-                    break
-    return ""
-
-
-def canary_rng(instance: Instance, episode_id: str) -> random.Random:
-    """The canaries' random source for grading one episode: seeded by the instance's gold and test
-    patches (the answer the policy is looking for, so nothing it sees predicts the draw) and the
-    episode id. The same episode graded again gets the same canaries, so a rerun or a resumed run
-    writes the same logs; another episode gets others."""
-    seed = "\0".join(("swe-rlvr canaries", instance.patch, instance.test_patch, episode_id))
-    return random.Random(int.from_bytes(hashlib.sha256(seed.encode()).digest(), "big"))
-
-
-def plant_canaries(sb: Sandbox, files: list[str], texts: dict[str, str], rng: random.Random) -> dict[str, str]:
-    """Append a passing and a failing canary to each of `files`; {test id: expected status}."""
-    canaries, script = {}, ["set -e"]
-    for f in files:
-        code = "\n"
-        for expected in rng.sample([PASSED, FAILED], 2):
-            name = canary_name(texts[f] + code, rng)
-            code += canary_source(name, expected == PASSED, rng)
-            canaries[f"{f}::{name}"] = expected
-        end = f"EOF_{secrets.token_hex(8)}"
-        script.append(f"cat >> {shlex.quote(f)} <<'{end}'\n{code}{end}")
-    if canaries and sb.execute("\n".join(script), timeout=120).exit_code != 0:
-        raise SandboxError(f"Appending canary tests to {', '.join(files)} failed; "
-                           f"sandbox.canaries=false grades without them")
-    return canaries
-
-
-def canary_name(taken: str, rng: random.Random) -> str:
-    """An ordinary-looking test name that `taken` (the file) does not contain."""
-    while True:
-        name = "test_" + "_".join(rng.choice(words) for words in CANARY_WORDS)
-        if name not in taken:
-            return name
-
-
-def canary_source(name: str, passes: bool, rng: random.Random) -> str:
-    """A small test on builtins with random values; the failing one fails on a plain assertion."""
-    a, b, c = rng.sample(CANARY_WORDS[3], 3)
-    kind = rng.randrange(3)
-    if kind == 0:
-        values = [rng.randint(1, 99) for _ in range(rng.randint(2, 5))]
-        total = sum(values) + (0 if passes else rng.randint(1, 9))
-        body = f"    values = {values}\n    assert sum(values) == {total}\n"
-    elif kind == 1:
-        order = [a, b, c] if passes else [a, c, b]
-        body = f"    parts = {f'{a},{b},{c}'!r}.split(',')\n    assert parts == {order!r}\n"
-    else:
-        table = {k: rng.randint(0, 9) for k in (a, b, c)}
-        body = f"    table = {table!r}\n    assert sorted(table) == {sorted(table, reverse=not passes)!r}\n"
-    return f"\n\ndef {name}():\n{body}"
-
-
-def canary_verdict(run: SuiteRun, parsed: dict[str, str], index: JunitIndex | None) -> str:
-    """What the canaries say is wrong with the run ("" if nothing); see the module docstring."""
-    complete = run.exit_code in (0, 1) and not run.timed_out
-    keys = {junit_key(t) for t in run.canaries}
-    problems = []
-    for test_id, expected in run.canaries.items():
-        file = test_id.split("::", 1)[0]
-        others = [s for t, s in parsed.items() if t.startswith(f"{file}::") and t not in run.canaries]
-        problems.append(_canary_problem(test_id, expected, [parsed[test_id]] if test_id in parsed else [],
-                                        others, complete, "log"))
-        if index is not None:
-            module = junit_key(test_id)[0]
-            others = [s for k, found in index.items() if k not in keys
-                      and (k[0] == module or k[0].startswith(f"{module}.")) for s in found]
-            problems.append(_canary_problem(test_id, expected, index.get(junit_key(test_id), []),
-                                            others, complete, "junit report"))
-    return "; ".join(p for p in problems if p)
-
-
-def _canary_problem(test_id: str, expected: str, got: list[str], others: list[str], complete: bool,
-                    source: str) -> str:
-    must = "pass" if expected == PASSED else "fail"
-    if not got:
-        return (f"canary {test_id} (must {must}) is missing from the {source}, though other tests of "
-                f"its file reported" if complete and others else "")
-    wrong = [s for s in got if s != expected and not _explained(s, expected, others)]
-    return f"canary {test_id} (must {must}) reported {wrong[0]} in the {source}" if wrong else ""
-
-
-def _explained(status: str, expected: str, others: list[str]) -> bool:
-    """A canary's unexpected status that the rest of its file shares is no sign of tampering: an
-    autouse fixture erroring for every test, a skipped module. Passing the wrong way never is."""
-    if status in OK:
-        return False
-    if status == SKIPPED and expected == FAILED:
-        return all(s == SKIPPED for s in others)
-    return status in others

@@ -9,11 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sandbox import reference
+from sandbox import reference, runtime_guard
+from sandbox.canaries import canary_verdict
 from sandbox.grade_report import GradeReport
 from sandbox.logparse import FAILED, OK, SKIPPED, XFAIL, JunitIndex, junit_index, junit_key, reported_failures
 from sandbox.suite_run import SuiteRun
-from sandbox.tamper import canary_verdict
 
 if TYPE_CHECKING:
     from swe_rlvr.instances import Instance
@@ -50,7 +50,8 @@ def judge(instance: Instance, run: SuiteRun, junit: bool) -> Verdict:
     listed = list(dict.fromkeys(instance.fail_to_pass + instance.pass_to_pass))
     ran = any(t in ref for t in listed) or bool(index and any(junit_key(t) in index for t in listed))
     notes = ("the test run timed out",) if run.timed_out else ()
-    tamper = canary_verdict(run, parsed, index)
+    guarded = runtime_guard.verdict(run.guard, run.exit_code, run.timed_out, ran)
+    tamper = "; ".join(reason for reason in (canary_verdict(run, parsed, index), guarded) if reason)
     if not ran:
         return Verdict(statuses=dict(ref), reference=ref, ran=False, not_run_reason=why_not_run(run),
                        notes=notes, tamper_reason=tamper)

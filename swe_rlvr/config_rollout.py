@@ -109,6 +109,16 @@ class SandboxConfig:
     """Grading: inject two randomly named tests (one must pass, one must fail) into the test
     files that FAIL_TO_PASS and PASS_TO_PASS come from; a canary with the wrong outcome means
     the patch changed how the tests run, and the grade is "tampered" (pytest suites only)."""
+    static_screen: bool = True
+    """Grading: read the patch's non-test Python files before and after it with `ast`
+    (`sandbox.screen`); added code that newly reaches for the test machinery or for introspection
+    (pytest's internals, atexit, frames, gc, sys.modules writes, the runners' environment
+    variables, ctypes, writes outside the repository...) grades the run "tampered"."""
+    runtime_guard: bool = True
+    """Grading: load the grader's pytest plugin (`sandbox.guard_plugin`) from outside the repository:
+    an audit hook that refuses frame and object walks, tracing, ctypes and the grader's own files
+    to lines the patch added, and checks that pytest's functions and hooks stay unchanged; what it
+    finds grades the run "tampered" (pytest suites, not pytest's own repositories)."""
     gold_check: bool = True
     """Grading: when a patch does not resolve, grade the instance's gold patch too (once per
     instance and process); if gold does not resolve either, this environment does not reproduce

@@ -80,9 +80,12 @@ def appended(code: str):
     return lambda text: text + "\n" + code
 
 
-def graded(env, files: dict, fixed: bool = False):
+def graded(env, files: dict, fixed: bool = False, screen: bool = False):
+    """The grade of the patch `attack` makes. The static screen is off unless `screen`: it flags
+    most of these patches from their text alone (tests/test_screen.py, test_runtime_guard.py), and
+    each of the other layers is tested here on its own."""
     inst, cfg, store = env
-    return grade(inst, attack(env, files, fixed), cfg, store)
+    return grade(inst, attack(env, files, fixed), replace(cfg, static_screen=screen), store)
 
 
 def assert_no_reward(report) -> None:

@@ -20,7 +20,9 @@ from sandbox.verdict import judge
 from swe_rlvr.config import SandboxConfig
 from swe_rlvr.instances import Instance
 
-CFG = SandboxConfig(backend="replay", gold_check=False)
+CFG = SandboxConfig(backend="replay", gold_check=False, runtime_guard=False)
+"""A replayed run has no pytest process for the runtime guard to load into (test_runtime_guard.py
+runs it for real)."""
 PATCH = ("diff --git a/pkg/core.py b/pkg/core.py\n--- a/pkg/core.py\n+++ b/pkg/core.py\n"
          "@@ -1 +1 @@\n-x = 1\n+x = 2\n")
 

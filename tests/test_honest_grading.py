@@ -27,7 +27,7 @@ def test_changes_outside_pytests_sections_are_kept(env):
     is reset, it resolves, and the canaries see an honest run. (No attack: this must stay true.)"""
     report = graded(env, {"pyproject.toml": lambda text: text.replace("A small INI", "A tiny INI"),
                           "setup.cfg": "[flake8]\nmax-line-length = 100\n",
-                          "iniconf/helpers.py": "import json\n"}, fixed=True)
+                          "iniconf/helpers.py": "import json\n"}, fixed=True, screen=True)
     assert report.resolved and not report.tampered and reset_notes(report) == ""
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import pytest
 
+from sandbox.canaries import stopping_option
 from sandbox.grade_report import GradeReport
 from sandbox.suite_run import SuiteRun
-from sandbox.tamper import pytest_settings, stopping_option, xfail_expected, xfail_marks
+from sandbox.tamper import pytest_settings, xfail_expected, xfail_marks
 from sandbox.verdict import judge, score
 from swe_rlvr.instances import Instance
 
@@ -177,6 +178,10 @@ def test_options_that_stop_or_select_are_found_among_pytests_arguments(cmd, opti
     ("setup.cfg", None, "[flake8]\nx = 1\n", False),
     ("setup.cfg", "[metadata]\nname = a\n", "[DEFAULT]\naddopts = -p evil\n[metadata]\nname = a\n", False),
     ("setup.cfg", "[tool:pytest]\nx = 1\n", "[DEFAULT]\naddopts = -p evil\n[tool:pytest]\nx = 1\n", True),
+    # iniconfig (pytest's parser) splits lines where str.splitlines does; configparser does not
+    ("tox.ini", "[tox]\nenvlist = py\n", "[tox]\nenvlist = py\x0c[pytest]\x0caddopts = -p evil\n", True),
+    ("setup.cfg", "[metadata]\nname = a\n", "[metadata]\nname = a\r[tool:pytest]\raddopts = -p evil\n", True),
+    ("tox.ini", "[tox]\nenvlist = py\n", "[tox]\nenvlist = py\x1c# [pytest]\n", False),
     ("tox.ini", "[tox]\nenvlist = py\n", "[tox]\nenvlist = py311\n[pytest]\naddopts = -p evil\n", True),
     ("tox.ini", "[tox]\nenvlist = py\n", "[tox]\nenvlist = py311\n", False),
     ("pyproject.toml", "[project]\nname = 'a'\n", "[project]\nname = 'b'\n", False),
@@ -185,3 +190,14 @@ def test_options_that_stop_or_select_are_found_among_pytests_arguments(cmd, opti
 ])
 def test_only_a_change_to_what_pytest_reads_counts_as_a_configuration_change(name, before, after, changed):
     assert (pytest_settings(name, before) != pytest_settings(name, after)) == changed
+
+
+@pytest.mark.parametrize("path, entry", [
+    ("evil-1.0.dist-info/entry_points.txt", "evil-1.0.dist-info"),
+    ("evil-1.0.DIST-INFO/entry_points.txt", "evil-1.0.DIST-INFO"),   # importlib.metadata ignores case
+    ("src/evil.Egg-Info/entry_points.txt", "src/evil.Egg-Info"),
+    ("pkg/module.py", ""),
+])
+def test_package_metadata_is_found_whatever_the_case_of_its_suffix(path, entry):
+    from sandbox.tamper import METADATA, new_entry
+    assert new_entry(path, ("", "src")) == ((entry, METADATA) if entry else ("", ""))
