@@ -7,7 +7,7 @@
     swe-rlvr serve --config configs/quickstart.yaml      # on-demand + cron deployments, this process
     swe-rlvr deploy --config configs/quickstart.yaml     # register them for a work pool
     swe-rlvr quickstart                                  # build SmolLM2 if needed, then train
-                                                         # (its config: --config, or the checkout's)
+                                                         # (its config: --config, or the shipped one)
 
 Every command checks the config first (`flows.preflight`) and prints one line naming the fix when
 something is wrong; a run that fails later prints its failed stage, the run directory and the
@@ -21,7 +21,8 @@ import argparse
 import json
 
 QUICKSTART_CONFIG = "configs/quickstart.yaml"
-"""The quickstart's recipe, relative to the repository root (the package's parent)."""
+"""The quickstart's recipe: shipped in the package (`swe_rlvr.config.CONFIG_DIR`), which in a
+checkout is the repository's configs/."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -138,11 +139,12 @@ def _quickstart(args: argparse.Namespace) -> int:
 
 
 def quickstart_config() -> str:
-    """configs/quickstart.yaml of this checkout, wherever the command runs from."""
+    """The shipped configs/quickstart.yaml (package data), wherever the command runs from."""
     from pathlib import Path
-    path = Path(__file__).resolve().parent.parent / QUICKSTART_CONFIG
+
+    from swe_rlvr.config import CONFIG_DIR, ConfigError
+    path = CONFIG_DIR / Path(QUICKSTART_CONFIG).name
     if not path.is_file():
-        from swe_rlvr.config import ConfigError
         raise ConfigError(f"{QUICKSTART_CONFIG} is not in this installation ({path} is missing); "
-                          f"pass --config <the quickstart YAML> from a checkout of the repository.")
+                          f"reinstall swe-rlvr, or pass --config <the quickstart YAML>.")
     return str(path)

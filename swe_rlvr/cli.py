@@ -15,6 +15,7 @@ import sys
 
 # command group -> "module:function" that adds its subparsers
 COMMAND_GROUPS: dict[str, str] = {
+    "config": "swe_rlvr.config_cli:register",
     "instances": "swe_rlvr.instances_cli:register",
     "grade": "sandbox.cli:register",
     "sandbox": "swe_rlvr.sweep_cli:register",   # `sandbox sweep` composes sandbox's and flows' sweeps

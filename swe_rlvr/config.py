@@ -11,19 +11,21 @@ Defaults follow the seed papers where they apply, and each field's docstring nam
 - Agent-RLVR = "Agent-RLVR: Training SWE agents via guidance and environment rewards" (2506.11425);
 - DAPO = "DAPO: an open-source LLM RL system at scale" (2503.14476).
 
-A `preset` (top-level key) applies a named bundle of paper settings *before* the file's own values,
-so `preset: nebius` with `algorithm.clip_high: 0.25` still ends at 0.25.
+A `preset` (top-level key) applies named bundles of values *before* the file's own values, so
+`preset: nebius` with `algorithm.clip_high: 0.25` still ends at 0.25. Each preset is a file,
+`configs/presets/<name>.yaml`: the papers' methods (nebius, agent-rlvr) and the hardware
+(cpu-2core, gpu-1x); `preset: [nebius, gpu-1x]` applies both, in order (`config_presets`).
 
 The tree lives in a few modules, and this one re-exports all of their public names:
 `config_choices` (the Literal of every choice field), `config_rollout` and `config_training` (the
-sections), `config_ranges` (`RANGES`) and `config_loading` (YAML, overrides and the checks).
+sections), `config_ranges` (`RANGES`), `config_loading` (YAML, overrides and the checks) and
+`config_presets` (the preset files, and the layers a config resolves from).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from swe_rlvr.config_choices import (
     Advantage,
@@ -51,16 +53,17 @@ from swe_rlvr.config_choices import (
     WorkingCopy,
 )
 from swe_rlvr.config_loading import (
+    CONFIG_DIR,
     ConfigError,
     check_choice,
     check_range,
-    deep_merge,
+    find_config,
     flatten,
     from_dict,
     parse_override,
-    read_values,
     to_dict,
 )
+from swe_rlvr.config_presets import PRESET_DIR, PRESETS, preset_names, preset_values, resolve, sources
 from swe_rlvr.config_ranges import RANGES, Range
 from swe_rlvr.config_rollout import (
     AgentConfig,
@@ -82,9 +85,9 @@ from swe_rlvr.config_training import (
 
 @dataclass(frozen=True)
 class Config:
-    preset: Preset | None = None
-    """Named bundle of paper settings applied before this file's values (see PRESETS; None: no
-    preset)."""
+    preset: Preset | tuple[Preset, ...] | None = None
+    """The presets applied, in order, before this file's values: a name, a list of names, or None
+    (none); each is a file `configs/presets/<name>.yaml` (`config_presets`)."""
     instances: InstancesConfig = field(default_factory=InstancesConfig)
     sandbox: SandboxConfig = field(default_factory=SandboxConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
@@ -99,45 +102,35 @@ class Config:
     orchestration: OrchestrationConfig = field(default_factory=OrchestrationConfig)
 
 
-PRESETS: dict[str, dict[str, Any]] = {
-    "nebius": {
-        "algorithm": {"name": "dapo", "group_size": 10, "clip_low": 0.2, "clip_high": 0.3,
-                      "advantage": "grpo", "loss_agg": "token_mean", "kl_coef": 0.0},
-        "trainer": {"lr": 1e-6, "rft_lr": 5e-6, "weight_decay": 0.1, "grad_clip": 1.0},
-        "engine": {"temperature": 1.0},
-        "guidance": {"enabled": False},
-        "orchestration": {"rft_warmup": True},
-    },
-    "agent-rlvr": {
-        "guidance": {"enabled": True, "source": "rules", "mode": "pairs",
-                     "parts": ["plan", "feedback", "location"]},
-        "algorithm": {"name": "dpo", "group_size": 16},
-        "orchestration": {"rft_warmup": True},
-    },
-}
-"""Each preset's values; its name is also a value of `Preset` (tests/test_config.py checks both
-agree)."""
-
-
-def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
-    """Build a Config from an optional YAML file and dotted `key=value` overrides."""
-    data = read_values(path, overrides)
-    preset = data.get("preset")
-    if preset:  # None, and "" (how configs wrote none before), apply no preset
-        if not isinstance(preset, str) or preset not in PRESETS:
-            raise ConfigError(f"Unknown preset {preset!r}; choose one of: {', '.join(PRESETS)}.")
-        data = deep_merge(PRESETS[preset], data)
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = (),
+                presets: list[str] | tuple[str, ...] = ()) -> Config:
+    """Build a Config from an optional YAML file and dotted `key=value` overrides; `presets` apply
+    after the ones the file names (a path `configs/<name>.yaml` missing here reads the shipped
+    file)."""
+    data, _ = resolve(path, overrides, presets)
     return from_dict(Config, data)
+
+
+def explain_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = (),
+                   presets: list[str] | tuple[str, ...] = ()) -> tuple[Config, dict[str, str]]:
+    """`load_config`'s Config, and each of its dotted keys' source: `default`, `preset:<name>`,
+    `file` or `override`."""
+    data, layers = resolve(path, overrides, presets)
+    cfg = from_dict(Config, data)
+    source = sources(layers)
+    return cfg, {key: source.get(key, "default") for key in flatten(cfg)}
 
 
 __all__ = [
     # the tree
     "Config", "InstancesConfig", "SandboxConfig", "AgentConfig", "EngineConfig", "GuidanceConfig",
     "RewardConfig", "AlgorithmConfig", "TrainerConfig", "EvalConfig", "VerifierConfig",
-    "TrackingConfig", "OrchestrationConfig", "PRESETS",
+    "TrackingConfig", "OrchestrationConfig",
     # loading and checks
-    "ConfigError", "load_config", "from_dict", "to_dict", "flatten", "parse_override",
-    "check_range", "check_choice", "RANGES", "Range",
+    "ConfigError", "load_config", "explain_config", "from_dict", "to_dict", "flatten",
+    "parse_override", "check_range", "check_choice", "RANGES", "Range", "CONFIG_DIR", "find_config",
+    # presets
+    "PRESETS", "PRESET_DIR", "preset_names", "preset_values",
     # the choices
     "Preset", "InstanceFormat", "Tier", "SandboxBackend", "Isolation", "WorkingCopy", "Scaffold",
     "EngineName", "Dtype", "Device", "GuidanceSource", "GuidancePart", "GuidanceTrigger",

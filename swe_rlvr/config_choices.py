@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-Preset = Literal["nebius", "agent-rlvr"]
-"""`config.PRESETS`' names."""
+Preset = Literal["nebius", "agent-rlvr", "cpu-2core", "gpu-1x"]
+"""The presets' names, each a file `configs/presets/<name>.yaml` (`swe_rlvr.config_presets`): the
+papers' methods (nebius, agent-rlvr), then the hardware (cpu-2core, gpu-1x)."""
 
 InstanceFormat = Literal["auto", "swe-bench", "swe-gym", "swe-rebench", "swe-smith", "internal"]
 """Instance file loaders (`swe_rlvr.loaders`); auto tells them apart by their columns."""

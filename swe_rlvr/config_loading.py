@@ -7,10 +7,15 @@ naming the key and the fix. `to_dict` and `flatten` turn a config back into plai
 An optional key (`str | None`, e.g. sandbox.workdir) is None when absent. A file writes None as
 `null` (or `~`), an override as `key=null` or `key=` (empty); "" reads as None too, which is how
 configs and stored deployment parameters wrote "absent" before these keys were optional.
+
+The shipped configs are package data (`CONFIG_DIR`, which in a checkout links to the repository's
+`configs/`), so a path written `configs/<name>.yaml` that is missing here (a wheel install, or a
+command run outside the checkout) reads the shipped file (`find_config`).
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import types
@@ -21,6 +26,10 @@ from typing import Any
 import yaml
 
 from swe_rlvr.config_ranges import RANGES
+
+CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+"""The shipped configs, `configs/presets/` among them (package data; a link to the repository's
+`configs/` in a checkout)."""
 
 
 class ConfigError(ValueError):
@@ -50,21 +59,33 @@ def _listing(choices: tuple) -> str:
     return ", ".join(str(c) if c != "" else '""' for c in choices)
 
 
-def read_values(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> dict:
-    """The raw mapping of an optional YAML file with dotted `key=value` overrides set on top."""
-    data = _read_yaml(path) if path else {}
+def with_overrides(data: dict, overrides: list[str] | tuple[str, ...]) -> dict:
+    """A copy of the raw mapping `data` with dotted `key=value` overrides set on top."""
+    data = copy.deepcopy(data)
     for item in overrides:
         key, value = parse_override(item)
         _set_dotted(data, key, value)
     return data
 
 
-def _read_yaml(path: str | Path) -> dict:
+def find_config(path: str | Path) -> Path:
+    """`path`; or, when it is `configs/<name>.yaml` and missing here, the shipped file of that name
+    (a wheel install, or a command run outside the checkout)."""
+    given = Path(path)
+    if given.exists() or given.is_absolute() or given.parts[:1] != ("configs",):
+        return given
+    shipped = CONFIG_DIR.joinpath(*given.parts[1:])
+    return shipped if shipped.is_file() else given
+
+
+def read_yaml(path: str | Path) -> dict:
+    """The mapping a YAML config file holds (a file of nothing is {})."""
     try:
         text = Path(path).read_text()
     except OSError as exc:
-        raise ConfigError(f"Cannot read config file {str(path)!r}: {exc.strerror}. "
-                          f"Pass an existing YAML file, e.g. configs/quickstart.yaml.") from exc
+        shipped = ", ".join(f"configs/{p.name}" for p in sorted(CONFIG_DIR.glob("*.yaml")))
+        raise ConfigError(f"Cannot read config file {str(path)!r}: {exc.strerror}. Pass an "
+                          f"existing YAML file, e.g. one of the shipped {shipped}.") from exc
     try:
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
@@ -160,11 +181,13 @@ def _union(arms: tuple, value: Any, key: str) -> Any:
         arms = tuple(arm for arm in arms if arm is not type(None))
         if len(arms) == 1:  # its errors, e.g. a choice's list of values
             return _coerce(arms[0], value, key)
+    listed = any(typing.get_origin(arm) is tuple for arm in arms)
     for arm in arms:
         try:
             return _coerce(arm, value, key)
         except ConfigError:
-            continue
+            if listed and (typing.get_origin(arm) is tuple) == isinstance(value, (list, tuple)):
+                raise  # one value or a list of them (`preset`): the error of the arm of its shape
     words = [w for arm in arms for w in _WORDS.get(arm, typing.get_args(arm))]
     raise _type_error(key, f"{', '.join(words[:-1])} or {words[-1]}", value)
 
