@@ -133,12 +133,15 @@ def describe(cfg: Config, tags: dict[str, str], trains: bool = True) -> str:
     tiers = f" (tiers {', '.join(inst.tiers)})" if inst.tiers else ""
     evaluated = (f"evaluated every {ev.every} iteration(s) on {ev.limit or 'all'} `{ev.split}` "
                  f"instances x {ev.runs} run(s)")
-    text = (f"Evaluation of `{cfg.engine.model}` on {ev.limit or 'all'} `{ev.split}` instances of "
-            f"`{inst.source}` x {ev.runs} run(s).") if not trains else (f"{cfg.algorithm.name.upper()} on `{cfg.engine.model}`"
-            f"{' after ' + ' and '.join(warmups) if warmups else ''}: {orch.iterations} "
-            f"iteration(s) of {inst.limit or 'all'} `{inst.train_split}` instances of "
-            f"`{inst.source}`{tiers} x G={cfg.algorithm.group_size} episodes, guidance "
-            f"{'on (' + cfg.guidance.mode + ')' if cfg.guidance.enabled else 'off'}; {evaluated}.")
+    if trains:
+        text = (f"{cfg.algorithm.name.upper()} on `{cfg.engine.model}`"
+                f"{' after ' + ' and '.join(warmups) if warmups else ''}: {orch.iterations} "
+                f"iteration(s) of {inst.limit or 'all'} `{inst.train_split}` instances of "
+                f"`{inst.source}`{tiers} x G={cfg.algorithm.group_size} episodes, guidance "
+                f"{'on (' + cfg.guidance.mode + ')' if cfg.guidance.enabled else 'off'}; {evaluated}.")
+    else:
+        text = (f"Evaluation of `{cfg.engine.model}` on {ev.limit or 'all'} `{ev.split}` instances of "
+                f"`{inst.source}` x {ev.runs} run(s).")
     commit = tags.get("mlflow.source.git.commit")
     if commit:
         text += f" Commit `{commit[:12]}`."
