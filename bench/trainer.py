@@ -1,7 +1,7 @@
 """DAPO update throughput: swe-rlvr's packed trainer vs TRL's GRPOTrainer (loss_type="dapo").
 
-CPU mode (default): a random 4-layer, 256-wide Qwen2 and 16 trajectories of 256-2,048 tokens (the
-first quarter of each is prompt, the rest action tokens). Every side gets the same weights, the same
+CPU mode (default): a random 4-layer, 256-wide Qwen2 (--layers, --width) and 16 trajectories of
+256-2,048 tokens (a quarter prompt, the rest action tokens). Every side gets the same weights,
 trajectories, advantages and old log-probs, AdamW, grad-clip 1.0, no gradient checkpointing, no
 KL, eps (0.2, 0.28), the DAPO token mean over the whole batch. Timed: one optimiser step (forward,
 backward, clip, AdamW). Not timed: old log-probs (given to all), and the one-off compile.
@@ -10,14 +10,22 @@ backward, clip, AdamW). Not timed: old log-probs (given to all), and the one-off
   `trainer.compile: true` (compiled decoder layers), as two sides of the same run.
 - TRL: `GRPOTrainer._compute_loss` of a real (tiny) trainer, driven on padded micro-batches of
   --trl-micro-batch sequences with gradient accumulation (as its training_step would), then the same
-  clip + AdamW step.
+  clip + AdamW step (`bench.trl_steps`).
+- LoRA (--lora-r, 0 leaves them out): ours with `trainer.lora` (rank r on every projection, the
+  frozen base in bf16 where autocast runs), compiled and eager, against TRL's GRPOTrainer with the
+  same `peft_config` (its base stays fp32), each AdamW over the adapters alone.
+Precision (--autocast, trainer.autocast's rule): under bf16 autocast every side's forward and
+backward run in it (TRL's as its `bf16=True` runs them); the line above the table names the CPU's
+flags that decide it.
 With --group-size G the trajectories come as groups of G samples of one instance that share a
 prompt (a quarter of the group's mean length), the shape of DAPO's batches: ours stores each
 prompt once per row (`trainer.share_prefix`), TRL computes it G times, as its trainer does.
 Rounds are interleaved (the order rotates each round) in one process under glibc allocator settings fixed before
 start-up (`MALLOC_MMAP_MAX_=0`, `MALLOC_TRIM_THRESHOLD_`); the script re-executes itself to set
-them. Reported: real (non-padding) tokens/s per side (median and min-max), and the per-round
-ratio (median and min-max).
+them. Reported: real (non-padding) tokens/s per side (median and min-max), the per-round
+ratio (median and min-max), and each side's peak memory: the peak RSS of a fresh process of the
+same run that builds that side alone and takes two steps, above its RSS before the side (the
+libraries already imported), since one process's peak would hold every side's.
 
 GPU mode (--gpu): a random Qwen2-1.5B-shaped model, one packed row of --gpu-tokens (16k) tokens,
 bf16 autocast over fp32 weights, reporting tokens/s and MFU = useful FLOPs / (time x peak) for each
@@ -27,6 +35,7 @@ vocab x action tokens (the LM head runs only there) + causal attention 12 x laye
 keys = sum(L_i (L_i + 1) / 2). Peak: --peak-tflops, else by GPU name.
 
     .venv/bin/python bench/trainer.py                # CPU, vs TRL, independent trajectories
+    .venv/bin/python bench/trainer.py --lora-r 0     # CPU, full fine-tuning sides only
     .venv/bin/python bench/trainer.py --group-size 8 # CPU, vs TRL, groups of 8 sharing a prompt
     python bench/trainer.py --gpu                    # GPU MFU (ours only)
 """
@@ -36,6 +45,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -73,6 +83,14 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="GPU mode: comma list of {eager,compile}-{varlen,loop}[-ckpt]")
     p.add_argument("--peak-tflops", type=float, default=0.0, help="GPU peak bf16 TFLOP/s")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--width", type=int, default=256, help="CPU mode: the model's hidden size")
+    p.add_argument("--layers", type=int, default=4, help="CPU mode: the model's decoder layers")
+    p.add_argument("--lora-r", type=int, default=16,
+                   help="CPU mode: rank of the LoRA sides (ours and TRL+peft); 0 leaves them out")
+    p.add_argument("--autocast", default="auto", choices=("auto", "bf16", "fp32"),
+                   help="CPU mode: bf16 autocast of every side (trainer.autocast's rule)")
+    p.add_argument("--no-memory", action="store_true", help="CPU mode: skip the peak-memory processes")
+    p.add_argument("--peak-of", default=None, help=argparse.SUPPRESS)   # a memory process's side
     return p.parse_args(argv)
 
 
@@ -103,16 +121,17 @@ def make_episodes(n: int, lo: int, hi: int, vocab: int, seed: int, group: int = 
     return eps
 
 
-def build_cpu_model(out: Path, seed: int) -> Path:
-    """Tiny tokenizer from agent.models.build_tiny + a random 4-layer, 256-wide Qwen2 over it."""
+def build_cpu_model(out: Path, seed: int, width: int = 256, layers: int = 4) -> Path:
+    """Tiny tokenizer from agent.models.build_tiny + a random Qwen2 over it (64-wide heads)."""
     import torch
     from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 
     from agent.models import build_tiny
     build_tiny(out, seed=seed)
     tok = AutoTokenizer.from_pretrained(out)
-    cfg = Qwen2Config(vocab_size=len(tok), hidden_size=256, num_hidden_layers=4,
-                      num_attention_heads=4, num_key_value_heads=2, intermediate_size=1024,
+    cfg = Qwen2Config(vocab_size=len(tok), hidden_size=width, num_hidden_layers=layers,
+                      num_attention_heads=width // 64, num_key_value_heads=max(1, width // 128),
+                      intermediate_size=4 * width,
                       tie_word_embeddings=True, pad_token_id=tok.pad_token_id,
                       eos_token_id=tok.eos_token_id, bos_token_id=None)
     torch.manual_seed(seed)
@@ -127,14 +146,17 @@ class OursStep:
     """One DAPO optimiser step of trainer.engine_torch + trainer.losses on packed rows."""
 
     def __init__(self, model_dir: Path, episodes, pack_tokens: int, device: str = "cpu",
-                 grad_ckpt: bool = False, compile: bool = False):
+                 grad_ckpt: bool = False, compile: bool = False, lora: int = 0,
+                 autocast: str = "auto"):
         import torch
 
         from swe_rlvr.config import TrainerConfig
+        from swe_rlvr.config_training import LoraConfig
         from trainer.engine_torch import TorchEngine
         from trainer.packing import pack
         cfg = TrainerConfig(device=device, grad_checkpointing=grad_ckpt, pack_tokens=pack_tokens,
-                            compile=compile, torch_threads=torch.get_num_threads())
+                            compile=compile, torch_threads=torch.get_num_threads(),
+                            lora=LoraConfig(r=lora), autocast=autocast)
         self.engine = TorchEngine(model_dir, cfg, lr=1e-6, total_steps=1000)
         self.rows = pack(episodes, pack_tokens)
         self.num_actions = sum(r.num_actions for r in self.rows)
@@ -153,106 +175,92 @@ class OursStep:
         self.engine.step()
 
 
-# --------------------------------------------------------------------------- TRL side
-
-
-def trl_trainer(model_dir: Path, micro: int, n_micro: int, out: Path):
-    """A real GRPOTrainer (loss_type='dapo', fp32, no KL, eps 0.2/0.28), used for its loss path."""
-    import trl
-    from datasets import Dataset
-    from transformers import AutoTokenizer
-    args = trl.GRPOConfig(output_dir=str(out), per_device_train_batch_size=micro,
-                          gradient_accumulation_steps=n_micro, num_generations=micro,
-                          max_completion_length=8, use_cpu=True, bf16=False, report_to=[],
-                          loss_type="dapo", beta=0.0, epsilon=0.2, epsilon_high=0.28,
-                          gradient_checkpointing=False, save_strategy="no")
-    tr = trl.GRPOTrainer(model=str(model_dir), args=args,
-                         reward_funcs=[lambda completions, **k: [0.0] * len(completions)],
-                         processing_class=AutoTokenizer.from_pretrained(model_dir),
-                         train_dataset=Dataset.from_dict({"prompt": ["x"]}))
-    tr.model.train()
-    tr.current_gradient_accumulation_steps = n_micro
-    return tr
-
-
-def trl_micro_batches(episodes, micro: int, pad_id: int):
-    """Padded TRL inputs: left-padded prompts, right-padded completions, per micro-batch."""
-    import torch
-    batches = []
-    for i in range(0, len(episodes), micro):
-        chunk = episodes[i:i + micro]
-        n_prompt = [len(e.token_ids) - e.num_actions for e in chunk]
-        P, C = max(n_prompt), max(e.num_actions for e in chunk)
-        prompt_ids = torch.full((len(chunk), P), pad_id)
-        prompt_mask = torch.zeros(len(chunk), P, dtype=torch.long)
-        comp_ids = torch.full((len(chunk), C), pad_id)
-        comp_mask = torch.zeros(len(chunk), C, dtype=torch.long)
-        for j, (e, p) in enumerate(zip(chunk, n_prompt)):
-            prompt_ids[j, P - p:] = torch.tensor(e.token_ids[:p])
-            prompt_mask[j, P - p:] = 1
-            comp_ids[j, :e.num_actions] = torch.tensor(e.token_ids[p:])
-            comp_mask[j, :e.num_actions] = 1
-        batches.append({"prompt_ids": prompt_ids, "prompt_mask": prompt_mask,
-                        "completion_ids": comp_ids, "completion_mask": comp_mask,
-                        "advantages": torch.tensor([e.advantage for e in chunk])})
-    return batches
-
-
-class TrlStep:
-    """TRL's DAPO loss over padded micro-batches with accumulation, then clip + AdamW."""
-
-    def __init__(self, model_dir: Path, episodes, micro: int, out: Path):
-        import torch
-        n_micro = -(-len(episodes) // micro)
-        self.tr = trl_trainer(model_dir, micro, n_micro, out)
-        self.batches = trl_micro_batches(episodes, micro, self.tr.processing_class.pad_token_id)
-        total = sum(int(b["completion_mask"].sum()) for b in self.batches)
-        model = self.tr.model
-        for b in self.batches:
-            ids = torch.cat([b["prompt_ids"], b["completion_ids"]], 1)
-            mask = torch.cat([b["prompt_mask"], b["completion_mask"]], 1)
-            with torch.no_grad():
-                old, _, _ = self.tr._get_per_token_logps_and_entropies(
-                    model, ids, mask, b["completion_ids"].shape[1])
-            b["old_per_token_logps"] = old
-            b["num_items_in_batch"] = torch.tensor(float(total))
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6, weight_decay=0.1)
-
-    def __call__(self) -> None:
-        import torch
-        model = self.tr.model
-        for b in self.batches:
-            self.tr._compute_loss(model, b).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-
-
 # --------------------------------------------------------------------------- runs
-
-
-def timed(fn) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
 
 
 def spread(xs: list[float], fmt: str = "9.1f") -> str:
     return f"median {statistics.median(xs):{fmt}}  min {min(xs):{fmt}}  max {max(xs):{fmt}}"
 
 
+SIDES = ("swe-rlvr compiled", "swe-rlvr eager", "TRL", "swe-rlvr LoRA compiled",
+         "swe-rlvr LoRA eager", "TRL+peft")          # the last three with --lora-r > 0
+RATIOS = (("swe-rlvr compiled", "TRL"), ("swe-rlvr eager", "TRL"),    # (side, against)
+          ("swe-rlvr LoRA compiled", "TRL+peft"), ("swe-rlvr LoRA eager", "TRL+peft"),
+          ("swe-rlvr LoRA eager", "swe-rlvr eager"), ("TRL+peft", "TRL"))
+
+
+def cpu_inputs(tmp: Path, args: argparse.Namespace):
+    """(the random CPU model's directory, the trajectories) of this run's arguments."""
+    from transformers import AutoConfig
+    model_dir = build_cpu_model(tmp / "model", args.seed, args.width, args.layers)
+    vocab = AutoConfig.from_pretrained(model_dir).vocab_size
+    return model_dir, make_episodes(args.seqs, args.min_len, args.max_len, vocab, args.seed,
+                                    args.group_size)
+
+
+def make_side(name: str, model_dir: Path, eps, args: argparse.Namespace, tmp: Path):
+    """The step of side `name` (one of SIDES)."""
+    lora = args.lora_r if "LoRA" in name or "peft" in name else 0
+    if name.startswith("swe-rlvr"):
+        return OursStep(model_dir, eps, args.pack_tokens, compile="compiled" in name, lora=lora,
+                        autocast=args.autocast)
+    from bench.trl_steps import trl_step
+    return trl_step(model_dir, eps, args.trl_micro_batch, tmp / name.replace("+", "-"), lora,
+                    args.autocast)
+
+
+def cpu_line(args: argparse.Namespace) -> str:
+    """The CPU's name, its flags that decide bf16's speed (as lscpu lists them) and the precision."""
+    import torch
+
+    from swe_rlvr import precision
+    info = Path("/proc/cpuinfo").read_text().splitlines()
+    name = next((ln.split(":", 1)[1].strip() for ln in info if ln.startswith("model name")), "?")
+    flags = set(next((ln.split(":", 1)[1].split() for ln in info if ln.startswith("flags")), []))
+    shown = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
+    bf16 = precision.autocast_enabled(args.autocast, torch.device("cpu"))
+    return (f"CPU: {name} ({', '.join(shown) or 'no AVX2'}); autocast {args.autocast}: "
+            f"{'bf16' if bf16 else 'fp32'} on every side")
+
+
+def run_peak(args: argparse.Namespace) -> None:
+    """A memory process: build side `--peak-of` alone, take two steps, print its peak RSS above
+    the RSS before it (`PEAK <bytes>`)."""
+    import torch
+
+    from swe_rlvr import memory
+    for name in ("datasets", "peft", "trl", "bench.trl_steps", "trainer.engine_torch"):
+        __import__(name)            # every memory process holds the same libraries before its side
+    torch.set_num_threads(args.threads)
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir, eps = cpu_inputs(Path(tmp), args)
+        memory.release()         # the heap the model was built in goes back: the side faults its own
+        before = int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        step = make_side(args.peak_of, model_dir, eps, args, Path(tmp))
+        step()
+        step()
+        status = Path("/proc/self/status").read_text().split("VmHWM:")[1]   # this exec's peak:
+        peak = int(status.split()[0]) * 1024    # ru_maxrss would hold the forking parent's
+    print(f"PEAK {peak - before}")
+
+
+def peak_memory(args: argparse.Namespace, names: list[str]) -> dict[str, int]:
+    """Per side, the peak bytes of its memory process (`run_peak`)."""
+    peaks = {}
+    for name in names:
+        done = subprocess.run([sys.executable, str(Path(__file__).resolve()), *args.argv,
+                               "--peak-of", name], capture_output=True, text=True, check=True)
+        peaks[name] = int(done.stdout.rsplit("PEAK ", 1)[1].split()[0])
+    return peaks
+
+
 def run_cpu(args: argparse.Namespace) -> None:
     import torch
     torch.set_num_threads(args.threads)
+    names = [n for n in SIDES if args.lora_r > 0 or ("LoRA" not in n and "peft" not in n)]
     with tempfile.TemporaryDirectory() as tmp:
-        model_dir = build_cpu_model(Path(tmp) / "model", args.seed)
-        from transformers import AutoConfig
-        eps = make_episodes(args.seqs, args.min_len, args.max_len,
-                            AutoConfig.from_pretrained(model_dir).vocab_size, args.seed,
-                            args.group_size)
-        sides = {"swe-rlvr compiled": OursStep(model_dir, eps, args.pack_tokens, compile=True),
-                 "swe-rlvr eager": OursStep(model_dir, eps, args.pack_tokens),
-                 "TRL": TrlStep(model_dir, eps, args.trl_micro_batch, Path(tmp) / "trl")}
+        model_dir, eps = cpu_inputs(Path(tmp), args)
+        sides = {name: make_side(name, model_dir, eps, args, Path(tmp)) for name in names}
         real = sum(len(e.token_ids) for e in eps)
         padded = sum(b["prompt_ids"].numel() + b["completion_ids"].numel()
                      for b in sides["TRL"].batches)
@@ -261,20 +269,26 @@ def run_cpu(args: argparse.Namespace) -> None:
         for step in sides.values():                             # warm-up and compile, not timed
             step()
         times: dict[str, list[float]] = {name: [] for name in sides}
-        names = list(sides)
         for r in range(args.rounds):
             for name in names[r % len(names):] + names[:r % len(names)]:
-                times[name].append(timed(sides[name]))
+                t0 = time.perf_counter()
+                sides[name]()
+                times[name].append(time.perf_counter() - t0)
+    peaks = {} if args.no_memory else peak_memory(args, names)
+    print(cpu_line(args))
     print(f"trajectories: {args.seqs} x {args.min_len}-{args.max_len} tokens, {real} real tokens "
           f"({sum(e.num_actions for e in eps)} action); TRL pads to {padded} "
           f"(micro-batch {args.trl_micro_batch}); ours packs into {rows} row(s) "
           f"of <= {args.pack_tokens} storing {stored} tokens (group size {args.group_size}); "
-          f"threads {args.threads}; rounds {args.rounds}")
+          f"LoRA rank {args.lora_r}; threads {args.threads}; rounds {args.rounds}")
     for name, ts in times.items():
-        print(f"{name:<18} real tok/s: {spread([real / t for t in ts])}")
-    for name in names[:-1]:
-        ratios = [b / a for a, b in zip(times[name], times["TRL"])]
-        print(f"speed-up of {name} (TRL time / its time, per round): {spread(ratios, '.2f')}x")
+        memory = f"  peak {peaks[name] / 2 ** 20:7.0f} MiB" if name in peaks else ""
+        print(f"{name:<22} real tok/s: {spread([real / t for t in ts])}{memory}")
+    for name, peer in RATIOS:
+        if name in times and peer in times:
+            ratios = [b / a for a, b in zip(times[name], times[peer])]
+            print(f"speed-up of {name} over {peer} (its time / {name}'s, per round): "
+                  f"{spread(ratios, '.2f')}x")
 
 
 def gpu_model(out: Path, seed: int) -> Path:
@@ -374,7 +388,11 @@ def run_gpu(args: argparse.Namespace) -> None:
 def main(argv=None) -> None:
     ensure_allocator_env()
     args = parse_args(argv)
-    run_gpu(args) if args.gpu else run_cpu(args)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    if args.peak_of:
+        run_peak(args)
+    else:
+        run_gpu(args) if args.gpu else run_cpu(args)
 
 
 if __name__ == "__main__":

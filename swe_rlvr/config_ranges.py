@@ -121,6 +121,9 @@ RANGES: dict[str, Range] = {
     "trainer.dpo_batch_pairs": COUNT,
     "trainer.save_every": COUNT_OR_0,
     "trainer.keep_checkpoints": COUNT_OR_0,
+    "trainer.lora.r": Range(0, 4096),  # 0: off; past any model's hidden size is no low rank
+    "trainer.lora.alpha": COUNT,  # an integer, as peft types lora_alpha
+    "trainer.lora.dropout": Range(0, 1),
     "eval.runs": COUNT,
     "eval.k": COUNT,
     "eval.every": COUNT,

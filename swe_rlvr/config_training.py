@@ -77,6 +77,29 @@ class AlgorithmConfig:
 
 
 @dataclass(frozen=True)
+class LoraConfig:
+    """LoRA adapters through `peft` (`trainer.lora`): with r > 0 every update (the warm-ups' SFT,
+    RFT, DAPO/GRPO and DPO) trains low-rank adapters on a frozen base; each checkpoint holds the
+    adapter, a pointer to its base, and the merged weights that the engines load."""
+
+    r: int = 0
+    """Rank of the adapters; 0 (project default): off, every weight trains. Raise trainer.lr and
+    trainer.rft_lr with it: "LoRA Without Regret" (Thinking Machines 2025) found LoRA's best
+    learning rate about 10x full fine-tuning's."""
+    alpha: int = 32
+    """Adapters scale by alpha / r ("LoRA Without Regret": alpha 32 at every rank, so the best
+    learning rate barely moves with r)."""
+    dropout: float = 0.0
+    """Dropout on the adapters' input in gradient passes (peft's default 0.0: any dropout makes the
+    trained policy a noisy copy of the one that sampled); old and reference log-probs never drop."""
+    targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                "down_proj")
+    """Names of the linear layers that get adapters (peft's target_modules); every projection of
+    a Llama/Qwen2-style decoder layer, as QLoRA (Dettmers et al. 2023) found needed to match full
+    fine-tuning; ("q_proj", "v_proj") is the original LoRA paper's choice."""
+
+
+@dataclass(frozen=True)
 class TrainerConfig:
     engine: TrainerEngine = "torch"
     """torch (CPU or one GPU) or deepspeed (ZeRO-2/3)."""
@@ -149,6 +172,8 @@ class TrainerConfig:
     """Step checkpoints kept for resume (older ones deleted; 0: keep all)."""
     deepspeed_config: str | None = None
     """DeepSpeed JSON config file (None: built from these fields; see infra/deepspeed/)."""
+    lora: LoraConfig = LoraConfig()
+    """LoRA instead of full fine-tuning (off by default; `trainer.lora.r` turns it on)."""
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,18 @@ resolved to local directories, and the champion that retraining moves.
   `tracking.registered_model` with alias `candidate`; a new best pass@1 also takes `champion`.
   The flavor is saved from the loaded model, not from the checkpoint path: MLflow's
   checkpoint-path route fails on transformers 5's pipeline registry.
+- A LoRA policy (`trainer.lora`: its checkpoint holds `adapter/`) is logged the way MLflow logs a
+  PEFT model: the adapter (`peft/`) and a reference to its base, the base directory
+  (`base_model_path`, which must then exist where the model is loaded) or its hub id; no merged
+  weights. `mlflow.transformers.load_model` applies the adapter to the base.
 - Retraining (`flows.retrain`) starts from `champion_uri` and moves champion only on
   `champion_decision`: the new policy's pass@1 must beat the champion's, both evaluated on the
   same instances and seeds, by tracking.champion_margin_sems of the champion's SEM.
 - `resolve_model`: an engine.model of `models:/<name>@<alias>` or `models:/<name>/<version>` is
   downloaded once into `<run_root>/.models/registry/<name>/v<version>` and replaced by that local
-  directory, so every command that takes a model takes a registered one.
+  directory, so every command that takes a model takes a registered one. A PEFT model's merged
+  weights are written there (with the adapter beside them, as in a trainer checkpoint), so the
+  engines and the trainer load it as they load any checkpoint.
 """
 
 from __future__ import annotations
@@ -74,17 +80,36 @@ def register(cfg: Config, mlc: Any, run_id: str, run_dir: str, step: int, ckpt: 
 
 def save_flavor(ckpt: str, dst: Path) -> None:
     """Save an HF checkpoint directory at `dst` as an MLflow transformers model (MLmodel,
-    `model/`, `components/tokenizer/`), in the checkpoint's own dtype."""
+    `model/`, `components/tokenizer/`), in the checkpoint's own dtype; a LoRA checkpoint as a
+    PEFT model (`peft/` and its base's reference, fp32)."""
     import mlflow.transformers
     import torch
     import transformers
-    model = transformers.AutoModelForCausalLM.from_pretrained(ckpt, dtype="auto")
+    model, base_path, extra = _flavor_model(ckpt)
     tokenizer = transformers.AutoTokenizer.from_pretrained(ckpt)
     mlflow.transformers.save_model(
         {"model": model, "tokenizer": tokenizer}, path=str(dst), task=FLAVOR_TASK,
-        torch_dtype=model.dtype,
+        torch_dtype=model.dtype, base_model_path=base_path,
         pip_requirements=[f"torch=={torch.__version__}",          # no inference: it loads the
-                          f"transformers=={transformers.__version__}"])  # model a second time
+                          f"transformers=={transformers.__version__}", *extra])  # model again
+
+
+def _flavor_model(ckpt: str) -> tuple[Any, str | None, list[str]]:
+    """(the model to log, MLflow's base_model_path, extra pip requirements): the checkpoint's
+    model, or for a LoRA checkpoint its adapter on its fp32 base, with the base directory (None
+    for a hub id, which MLflow references by name)."""
+    import torch
+    import transformers
+
+    from trainer.lora import adapter_of, base_pointer, with_adapter
+    adapter = adapter_of(Path(ckpt))
+    if adapter is None:
+        return transformers.AutoModelForCausalLM.from_pretrained(ckpt, dtype="auto"), None, []
+    import peft
+    base = base_pointer(adapter)
+    model = with_adapter(transformers.AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32),
+                         adapter)
+    return model, base if Path(base).is_dir() else None, [f"peft=={peft.__version__}"]
 
 
 def _champion_pass1(mlc: Any, name: str) -> float:
@@ -151,7 +176,14 @@ def _model_cache(cfg: Config) -> Path:
 
 def _engine_layout(model: Path) -> None:
     """Copy a transformers-flavor model's components (the tokenizer) beside its weights in
-    `model/`, the one directory the engines and the trainer load (a plain checkpoint: as is)."""
+    `model/`, the one directory the engines and the trainer load (a plain checkpoint: as is). A
+    PEFT model's weights are its adapter merged into its base, written there first, with the
+    adapter in `model/adapter/` (`trainer.lora`'s checkpoint layout)."""
+    if (model / "peft").is_dir() and not (model / "model" / "config.json").exists():
+        from trainer.checkpoint import save_model
+        from trainer.lora import ADAPTER_DIR, merged
+        save_model(merged(model / "peft"), model / "model")
+        shutil.copytree(model / "peft", model / "model" / ADAPTER_DIR)
     for component in sorted((model / "components").glob("*/")):
         for item in component.iterdir():
             if not (model / "model" / item.name).exists():

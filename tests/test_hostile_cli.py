@@ -162,12 +162,17 @@ def test_every_numeric_setting_has_a_range_that_holds_its_default():
 
     from swe_rlvr.config import RANGES, Config
     numeric = {}
+
+    def walk(cls, prefix: str) -> None:             # a section and the sections nested in it
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            if dataclasses.is_dataclass(hints[f.name]):
+                walk(hints[f.name], f"{prefix}{f.name}.")
+            elif hints[f.name] in (int, float):
+                numeric[f"{prefix}{f.name}"] = f.default
     for section in dataclasses.fields(Config):
         if dataclasses.is_dataclass(section.default_factory):
-            hints = typing.get_type_hints(section.default_factory)
-            for f in dataclasses.fields(section.default_factory):
-                if hints[f.name] in (int, float):
-                    numeric[f"{section.name}.{f.name}"] = f.default
+            walk(section.default_factory, f"{section.name}.")
     assert sorted(numeric) == sorted(RANGES), "add the missing keys to swe_rlvr.config.RANGES"
     assert [k for k, v in numeric.items() if v not in RANGES[k]] == []
     assert all(math.isfinite(r.lo) or math.isfinite(r.hi) for r in RANGES.values())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from lora_support import grads, lora_model, stock_with_adapters
 from trainer.episodes import Episode, strip_guidance, trim_tail
 from trainer.losses import dapo_loss
 from trainer.packing import first_fit_decreasing, instance_units, pack, shared_prefix
@@ -119,10 +120,15 @@ def test_lone_episodes_of_a_row_share_their_common_prefix():
     assert [r.num_tokens for r in pack([a, b, c], 7)] == [6, 6, 5]   # a row each: nothing to share
 
 
-def _shared_rows_loss_and_grads(model_dir, eps, budget, share):
+def _model(model_dir, lora: bool):
+    """The trainer's model of `model_dir`: plain, or with LoRA adapters (B random)."""
     from trainer.engine_torch import load_model
+    return lora_model(model_dir) if lora else load_model(model_dir, torch.device("cpu"), False)
+
+
+def _shared_rows_loss_and_grads(model_dir, eps, budget, share, lora):
     from trainer.forward import packed_logprobs
-    model = load_model(model_dir, torch.device("cpu"), grad_checkpointing=False)
+    model = _model(model_dir, lora)
     n = sum(e.num_actions for e in eps)
     total, per_token = 0.0, {}
     for row in pack(eps, budget, share_prefix=share):
@@ -133,11 +139,12 @@ def _shared_rows_loss_and_grads(model_dir, eps, budget, share):
         for t in row.loss_mask.nonzero().squeeze(-1).tolist():      # (episode, token) -> log-prob
             ep = int(row.seq_ids[t])
             per_token[(ep, int(row.position_ids[t]))] = float(logp[t].detach())
-    return total, per_token, {k: p.grad for k, p in model.named_parameters()}
+    return total, per_token, grads(model)
 
 
+@pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
 @pytest.mark.parametrize("budget", [512, 60])
-def test_shared_prefix_changes_no_log_prob_loss_or_gradient(tiny_model_dir, budget):
+def test_shared_prefix_changes_no_log_prob_loss_or_gradient(tiny_model_dir, budget, lora):
     """Two instances of three episodes each (one continuation acts on its very first token)
     and two lone episodes, all starting with one system prompt: sharing each instance's prompt,
     and the lone episodes' system prompt, gives the plain packing's per-token log-probs, DAPO
@@ -152,16 +159,18 @@ def test_shared_prefix_changes_no_log_prob_loss_or_gradient(tiny_model_dir, budg
                 _grouped(inst, prompt, rand(7), 3, 0.5)]
     eps += [_grouped("", system + rand(5), rand(9), 1, -0.3),   # lone episodes share the system
             _grouped("z", system + rand(2), rand(6), 0, 0.8)]   # prompt (merge_lone)
-    plain_loss, plain_lp, plain_grads = _shared_rows_loss_and_grads(tiny_model_dir, eps, budget, False)
-    loss, lp, grads = _shared_rows_loss_and_grads(tiny_model_dir, eps, budget, True)
+    plain_loss, plain_lp, plain_grads = _shared_rows_loss_and_grads(tiny_model_dir, eps, budget,
+                                                                    False, lora)
+    loss, lp, shared_grads = _shared_rows_loss_and_grads(tiny_model_dir, eps, budget, True, lora)
     rows = pack(eps, budget)
     assert any(r.attn_index is not None for r in rows)
     assert sum(r.num_tokens for r in rows) < sum(len(e.token_ids) for e in eps)
     assert lp.keys() == plain_lp.keys() and len(lp) == sum(e.num_actions for e in eps)
     assert max(abs(lp[k] - plain_lp[k]) for k in lp) < 1e-5
     assert abs(loss - plain_loss) < 1e-6
+    assert shared_grads.keys() == plain_grads.keys()
     for name, grad in plain_grads.items():
-        assert torch.allclose(grads[name], grad, atol=1e-7, rtol=1e-5), name
+        assert torch.allclose(shared_grads[name], grad, atol=1e-7, rtol=1e-5), name
 
 
 def test_strip_guidance_shifts_masks_and_logprobs():
@@ -197,31 +206,33 @@ def _unpacked_logprobs(model, ep):
     return torch.cat([torch.zeros(1), lp]) * torch.tensor(ep.loss_mask, dtype=torch.float32)
 
 
-def test_packed_equals_unpacked_loss_and_gradients(tiny_model_dir):
+@pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
+def test_packed_equals_unpacked_loss_and_gradients(tiny_model_dir, lora):
+    """A stock HF forward per episode (with the same adapters under LoRA) against ours."""
     from transformers import AutoModelForCausalLM
 
-    from trainer.engine_torch import load_model
     from trainer.forward import packed_logprobs
     eps = [_ep(37, 5, 1.0, 1), _ep(20, 3, -0.5, 2), _ep(50, 10, 0.8, 3)]
     olds = [torch.tensor(e.logprobs) * torch.tensor(e.loss_mask) for e in eps]
     n = sum(e.num_actions for e in eps)
 
-    ref = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32,
-                                               attn_implementation="sdpa")
+    model = _model(tiny_model_dir, lora)
+    ref = stock_with_adapters(tiny_model_dir, model) if lora else AutoModelForCausalLM.from_pretrained(
+        tiny_model_dir, dtype=torch.float32, attn_implementation="sdpa")
     ref_loss = sum(dapo_loss(_unpacked_logprobs(ref, e), o, torch.tensor(e.advantage),
                              torch.tensor(e.loss_mask), num_tokens=n)[0] for e, o in zip(eps, olds))
     ref_loss.backward()
 
-    model = load_model(tiny_model_dir, torch.device("cpu"), grad_checkpointing=False)
     (row,) = pack(eps, 128)
     logp, _ = packed_logprobs(model, row)
     old = torch.cat([olds[i] for i in row.episodes])
     loss, _ = dapo_loss(logp, old, row.advantages, row.loss_mask, num_tokens=n)
     loss.backward()
     assert abs(loss.item() - ref_loss.item()) < 1e-6
-    ref_grads = dict(ref.named_parameters())
-    for name, p in model.named_parameters():
-        assert torch.allclose(p.grad, ref_grads[name].grad, atol=1e-7, rtol=1e-5), name
+    ours, ref_grads = grads(model), grads(ref)
+    assert ours.keys() == ref_grads.keys() and (not lora or all("lora_" in k for k in ours))
+    for name, g in ours.items():
+        assert torch.allclose(g, ref_grads[name], atol=1e-7, rtol=1e-5), name
 
 
 def test_trimmed_tail_changes_no_loss_or_gradient(tiny_model_dir):
@@ -253,11 +264,11 @@ def test_trimmed_tail_changes_no_loss_or_gradient(tiny_model_dir):
         assert torch.allclose(a, b, atol=1e-7, rtol=1e-5)
 
 
-def test_attention_never_crosses_segments(tiny_model_dir):
+@pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
+def test_attention_never_crosses_segments(tiny_model_dir, lora):
     """Changing every token of episode A leaves the log-probs of B (packed after A) unchanged."""
-    from trainer.engine_torch import load_model
     from trainer.forward import packed_logprobs
-    model = load_model(tiny_model_dir, torch.device("cpu"), grad_checkpointing=False)
+    model = _model(tiny_model_dir, lora)
     a1, a2, b = _ep(30, seed=1), _ep(30, seed=9), _ep(20, seed=2)
     with torch.no_grad():
         lp1, _ = packed_logprobs(model, pack([a1, b], 64)[0])

@@ -8,6 +8,7 @@ import json
 import pytest
 import torch
 
+from lora_support import grads, lora_model
 from swe_rlvr.artifacts import TRAIN_METRICS, table
 from swe_rlvr.config import Config, load_config
 from trainer.episodes import Episode, episodes_from_rows
@@ -87,7 +88,8 @@ def test_dpo_prefers_chosen(tiny_model_dir, tmp_path):
     assert [r["phase"] for r in result.metrics] == ["dpo", "dpo"]
 
 
-def test_masked_tokens_contribute_exactly_zero_gradient(tiny_model_dir):
+@pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
+def test_masked_tokens_contribute_exactly_zero_gradient(tiny_model_dir, lora):
     """Observation, guidance and format-error tokens (loss_mask 0) get exactly zero gradient."""
     from trainer.engine_torch import load_model
     from trainer.forward import packed_logprobs
@@ -97,7 +99,8 @@ def test_masked_tokens_contribute_exactly_zero_gradient(tiny_model_dir):
     for start, end, m in spans.values():
         mask[start:end] = [m] * (end - start)
     ep = Episode(tuple(range(100, 142)), tuple(mask), (-1.0,) * 42, advantage=1.0)
-    model = load_model(tiny_model_dir, torch.device("cpu"), grad_checkpointing=False)
+    model = (lora_model(tiny_model_dir) if lora
+             else load_model(tiny_model_dir, torch.device("cpu"), grad_checkpointing=False))
     row = pack([ep], 64)[0]
     logp, _ = packed_logprobs(model, row)
     logp.retain_grad()
@@ -171,19 +174,25 @@ def test_unknown_engine_error_names_the_choices(tiny_model_dir, tmp_path):
         run_rft(tiny_model_dir, [_episode(GOOD, resolved=True)], cfg, tmp_path)
 
 
-def test_gradient_checkpointing_gives_the_same_gradients(tiny_model_dir):
+@pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
+def test_gradient_checkpointing_gives_the_same_gradients(tiny_model_dir, lora):
+    """Also under LoRA, where a frozen base's checkpointed layers need an input that requires
+    grad (`enable_input_require_grads`) for the adapters to get any."""
     from trainer.engine_torch import load_model
     from trainer.forward import packed_logprobs
     row = pack([_episode(GOOD, adv=1.0), _episode(BAD, adv=-1.0)], 256)[0]
-    grads = []
+    runs = []
     for ckpt in (False, True):
-        model = load_model(tiny_model_dir, torch.device("cpu"), grad_checkpointing=ckpt)
+        model = (lora_model(tiny_model_dir, grad_checkpointing=ckpt) if lora
+                 else load_model(tiny_model_dir, torch.device("cpu"), grad_checkpointing=ckpt))
+        assert model.is_gradient_checkpointing == ckpt
         logp, _ = packed_logprobs(model, row)
         loss, _ = dapo_loss(logp, logp.detach() - 0.1, row.advantages, row.loss_mask, num_tokens=12)
         loss.backward()
-        grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
-    for name, g in grads[0].items():
-        assert torch.allclose(g, grads[1][name], atol=1e-7, rtol=1e-5), name
+        runs.append(grads(model))
+    assert runs[0].keys() == runs[1].keys() and len(runs[0]) == (28 if lora else 26)
+    for name, g in runs[0].items():
+        assert torch.allclose(g, runs[1][name], atol=1e-7, rtol=1e-5), name
 
 
 def test_dapo_with_k3_kl_runs_and_starts_at_zero_kl(tiny_model_dir, tmp_path):
@@ -245,8 +254,9 @@ def test_loops_reproduce_their_pinned_numbers(tiny_model_dir, tmp_path, loop):
 # --------------------------------------------------------------------------- loss aggregation
 
 
+@pytest.mark.parametrize("lora", [0, 4], ids=["full", "lora"])
 @pytest.mark.parametrize("loss_agg", ["token_mean", "seq_mean", "seq_mean_token_sum_norm"])
-def test_a_step_in_several_rows_has_the_one_row_gradient(tiny_model_dir, loss_agg):
+def test_a_step_in_several_rows_has_the_one_row_gradient(tiny_model_dir, loss_agg, lora):
     """Gradient accumulation over packed rows divides by the whole step's count, not each row's:
     the loop's own pieces (normalisers, micro-batches, step loss, engine) on 4 rows or 1."""
     import functools
@@ -256,9 +266,9 @@ def test_a_step_in_several_rows_has_the_one_row_gradient(tiny_model_dir, loss_ag
     from trainer.microbatch import policy_step_loss
     eps = prepare([_episode(GOOD, adv=1.0), _episode(BAD, adv=-1.0), _episode(GOOD[:2], adv=0.5),
                    _episode(BAD[:4], adv=-0.5)], "strip")
-    grads = []
+    runs = []
     for budget in (24, 256):                        # 4 rows of one episode, or all 4 in one row
-        cfg = _cfg(pack_tokens=budget, share_prefix=False)
+        cfg = _cfg(pack_tokens=budget, share_prefix=False, **{"lora.r": lora})
         cfg = dataclasses.replace(cfg, algorithm=dataclasses.replace(
             cfg.algorithm, name="dapo" if loss_agg == "token_mean" else "grpo", loss_agg=loss_agg),
             agent=dataclasses.replace(cfg.agent, context_tokens=32))   # Dr.GRPO's constant
@@ -273,9 +283,11 @@ def test_a_step_in_several_rows_has_the_one_row_gradient(tiny_model_dir, loss_ag
             old = logp.detach() - 0.1 * mb.mask       # ratio e^0.1 on actions: inside the clip
             loss, _ = loss_fn(dataclasses.replace(mb, old_logprobs=old), logp)
             engine.backward(loss)
-        grads.append({n: p.grad.clone() for n, p in engine.model.named_parameters()})
-    for name, g in grads[1].items():
-        assert torch.allclose(grads[0][name], g, atol=1e-7, rtol=1e-4), name
+        runs.append(grads(engine.model))
+    assert runs[0].keys() == runs[1].keys()
+    atol = 1e-6 if lora else 1e-7     # B's gradients run to 0.4: fp32 summation order, ~1e-6 of it
+    for name, g in runs[1].items():
+        assert torch.allclose(runs[0][name], g, atol=atol, rtol=1e-4), name
 
 
 def test_grpo_with_a_token_mean_is_refused_with_the_fix(tiny_model_dir, tmp_path):

@@ -93,6 +93,9 @@ class DeepSpeedEngine:
 
     def __init__(self, model_dir: Path, cfg: TrainerConfig, *, lr: float, total_steps: int,
                  schedule: str = "constant") -> None:
+        if cfg.lora.r:
+            raise ValueError("trainer.lora trains with the torch engine only; set "
+                             "trainer.engine=torch, or trainer.lora.r=0 for DeepSpeed.")
         import deepspeed
         self.cfg = cfg
         device = pick_device(cfg.device)

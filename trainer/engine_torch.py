@@ -2,11 +2,13 @@
 
 fp32 master weights; the forward runs under bf16 autocast where the device multiplies bf16
 natively (`trainer.autocast`: auto; bf16 forces it, fp32 never).
-AdamW over all parameters (Nebius: weight decay 0.1; torch's fused kernel where the device has
-one), a linear warm-up then cosine or constant LR, gradient-norm clipping, optional gradient
-checkpointing, and optional compiled decoder layers (`trainer.compile`). Gradient accumulation is
-the caller's: call `backward` once per packed micro-batch (losses already normalised by the step's
-global counts), then `step` once.
+AdamW over the trainable parameters (Nebius: weight decay 0.1; torch's fused kernel where the
+device has one), a linear warm-up then cosine or constant LR, gradient-norm clipping, optional
+gradient checkpointing, and optional compiled decoder layers (`trainer.compile`). With
+`trainer.lora` the trainable parameters are LoRA adapters on a frozen base (module
+`trainer.lora`): the base has no gradients and no AdamW state, and a checkpoint holds the adapter
+beside the merged model. Gradient accumulation is the caller's: call `backward` once per packed
+micro-batch (losses already normalised by the step's global counts), then `step` once.
 
 Data parallel (`trainer.launch` starts `torchrun`, which sets RANK/WORLD_SIZE): every rank holds
 the whole model and optimiser, runs the rows `shard` gives it, and `step` *sums* the gradients
@@ -29,6 +31,7 @@ from swe_rlvr import precision, spans
 from swe_rlvr.config import TrainerConfig
 from trainer.checkpoint import load_train_state, save_checkpoint
 from trainer.forward import compile_layers, packed_logprobs, use_segment_attention
+from trainer.lora import attach, save_weights, source, trainable
 from trainer.packing import PackedBatch
 
 
@@ -112,10 +115,34 @@ def make_optimizer(params, lr: float, weight_decay: float, device: torch.device)
 def load_model(model_dir: Path, device: torch.device, grad_checkpointing: bool,
                compile: bool = False):
     """HF causal LM in fp32 with segment attention, in train mode (decoder layers compiled)."""
+    return _ready(_loaded(model_dir, device), grad_checkpointing, compile)
+
+
+def load_lora_model(model_dir: Path, device: torch.device, cfg: TrainerConfig,
+                    compile: bool = False):
+    """(the HF model with `trainer.lora`'s adapters injected, which the forward runs; its peft
+    wrapper, which saves them): `model_dir`'s own adapter continued on its base, or a fresh one
+    on `model_dir` (`trainer.lora.source`); the frozen base in bf16 where autocast runs."""
+    base, adapter = source(Path(model_dir), cfg.lora)
+    model = _loaded(Path(base), device)
+    wrapped = attach(model, cfg.lora, base, adapter, seed=cfg.seed,
+                     bf16_base=precision.autocast_enabled(cfg.autocast, device))
+    if cfg.grad_checkpointing:          # checkpointed layers of a frozen base: their input must
+        model.enable_input_require_grads()             # require grad for the adapters' backward
+    return _ready(model, cfg.grad_checkpointing, compile), wrapped
+
+
+def _loaded(model_dir: Path, device: torch.device):
+    """The HF causal LM in fp32 on `device`, with segment attention and no KV cache."""
     from transformers import AutoModelForCausalLM
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).to(device)
     use_segment_attention(model)
     model.config.use_cache = False
+    return model
+
+
+def _ready(model, grad_checkpointing: bool, compile: bool):
+    """`model` with gradient checkpointing and compiled layers as asked, in train mode."""
     if grad_checkpointing:
         if hasattr(model, "activation_checkpointing_enable"):       # transformers >= 5.2x
             model.activation_checkpointing_enable({"use_reentrant": False})
@@ -164,10 +191,16 @@ class TorchEngine:
         set_threads(cfg, self.device)
         if cfg.autocast == "bf16":
             precision.warn_if_emulated("trainer.autocast=bf16", self.device)
+        compiled = compile_enabled(cfg.compile, self.device)
+        self.adapter = None          # under trainer.lora: the peft wrapper that saves the adapter
         with spans.span("model_load"):
-            self.model = load_model(Path(model_dir), self.device, cfg.grad_checkpointing,
-                                    compile_enabled(cfg.compile, self.device))
-        self.optimizer = make_optimizer(self.model.parameters(), lr, cfg.weight_decay, self.device)
+            if cfg.lora.r:
+                self.model, self.adapter = load_lora_model(Path(model_dir), self.device, cfg,
+                                                           compiled)
+            else:
+                self.model = load_model(Path(model_dir), self.device, cfg.grad_checkpointing,
+                                        compiled)
+        self.optimizer = make_optimizer(trainable(self.model), lr, cfg.weight_decay, self.device)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lr_lambda(schedule, cfg.warmup_steps, total_steps))
 
@@ -189,6 +222,8 @@ class TorchEngine:
         return sum_over_ranks(values, self.world, self.device)
 
     def logprobs(self, batch: PackedBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.cfg.lora.dropout:     # the adapters' dropout acts in gradient passes only: old and
+            self.model.train(torch.is_grad_enabled())      # reference log-probs are policy k's
         with self.autocast():
             return packed_logprobs(self.model, batch)
 
@@ -200,7 +235,7 @@ class TorchEngine:
         pre-clip grad norm."""
         if self.world > 1:
             all_reduce_grads(self.model.parameters(), self.device)
-        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+        norm = torch.nn.utils.clip_grad_norm_(trainable(self.model), self.cfg.grad_clip)
         self.optimizer.step()
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -214,7 +249,10 @@ class TorchEngine:
         if train_state is not None:
             state = {**train_state, "optimizer": self.optimizer.state_dict(),
                      "scheduler": self.scheduler.state_dict()}
-        if self.rank == 0:                                 # the ranks hold identical copies
+        if self.rank == 0 and self.adapter is not None:   # the ranks hold identical copies
+            save_checkpoint(dst, self.adapter, tokenizer_src=tokenizer_src, train_state=state,
+                            save_weights=save_weights)
+        elif self.rank == 0:
             save_checkpoint(dst, self.model, tokenizer_src=tokenizer_src, train_state=state)
         if self.world > 1:
             torch.distributed.barrier()
