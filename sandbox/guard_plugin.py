@@ -78,16 +78,16 @@ class _Guard:
 
     # ------------------------------------------------------------------ where code comes from
     def added_line(self, frame):
-        name = frame.f_code.co_filename
+        return self.added_at(frame.f_code.co_filename, frame.f_lineno)
+
+    def added_at(self, name, line):
+        """Is line `line` of file `name` one the patch added?"""
         if not name.startswith(self.root):
             return False
         ranges = self.added.get(name[len(self.root):])
         if ranges is None:
             return False
-        if ranges == "*":
-            return True
-        line = frame.f_lineno
-        return any(a <= line <= b for a, b in ranges)
+        return ranges == "*" or any(a <= line <= b for a, b in ranges)
 
     def asker(self, frame):
         """The frame on whose behalf an event fired: past the standard library's frame getters."""
@@ -187,15 +187,15 @@ class _Guard:
                     pass
 
     def _code_added(self, code):
-        class _At:
-            f_code, f_lineno = code, code.co_firstlineno
-        return self.added_line(_At)
+        return self.added_at(code.co_filename, code.co_firstlineno)
 
 
 def _functions(modules=None):
     """(name, code) of every function of pytest's and pluggy's modules and of their classes."""
-    for name, module in list(sys.modules.items()):
-        if module is None or name.split(".")[0] not in WATCHED or (modules and name not in modules):
+    names = modules or [n for n in list(sys.modules) if n.split(".")[0] in WATCHED]
+    for name in names:   # after every test only the CRITICAL few: not a walk of sys.modules
+        module = sys.modules.get(name)
+        if module is None:
             continue
         for attr, value in list(vars(module).items()):
             if callable(value) and getattr(value, "__module__", None) == name:

@@ -77,16 +77,20 @@ def reset_notes(instance: Instance, model_patch: str, resets: list[tuple[str, st
     return tuple(f"reset to base ({why}): {', '.join(paths)}" for why, paths in groups.items() if paths)
 
 
+def runs_pytest(instance: Instance, cfg: SandboxConfig) -> bool:
+    """Whether the grader itself runs pytest (not the record's eval script on docker)."""
+    return (reference.is_pytest(instance) and "pytest" in instance.env.test_cmd
+            and not (instance.env.eval_script and cfg.backend == "docker"))
+
+
 def uses_junit(instance: Instance, cfg: SandboxConfig) -> bool:
     """Whether the run writes (and the verdict checks) pytest's junit report."""
-    return (cfg.junit and reference.is_pytest(instance) and "pytest" in instance.env.test_cmd
-            and not (instance.env.eval_script and cfg.backend == "docker"))
+    return cfg.junit and runs_pytest(instance, cfg)
 
 
 def uses_guard(instance: Instance, cfg: SandboxConfig) -> bool:
     """Whether the run loads the grader's runtime guard (`sandbox.runtime_guard`)."""
-    return (cfg.runtime_guard and reference.is_pytest(instance) and "pytest" in instance.env.test_cmd
-            and not (instance.env.eval_script and cfg.backend == "docker") and applies(instance))
+    return cfg.runtime_guard and runs_pytest(instance, cfg) and applies(instance)
 
 
 def run_tests(sb: Sandbox, instance: Instance, cfg: SandboxConfig, guard: Guard | None = None) -> SuiteRun:

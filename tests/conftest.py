@@ -58,3 +58,13 @@ def builtin_repo_store(tmp_path_factory):
     test that rolls out or grades built-in instances (`swe_rlvr.builtin.materialize` is
     idempotent and safe under concurrent callers)."""
     return tmp_path_factory.mktemp("builtin-repo-store")
+
+
+@pytest.fixture
+def one_torch_thread():
+    """torch on one thread for the test (gradients summed in one order: comparisons to 1e-6 hold)."""
+    import torch
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

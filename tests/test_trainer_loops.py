@@ -20,12 +20,7 @@ GOOD = (300, 301, 302, 303, 304, 305)  # the rewarded action
 BAD = (700, 701, 702, 703, 704, 705)   # the penalised action
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _cfg(**trainer) -> Config:
