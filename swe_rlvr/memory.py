@@ -8,7 +8,9 @@ engine before the update starts, so the peak is the larger of the two, plus the 
   a stage (at most `orchestration.max_workers` at once, each up to `agent.context_tokens`) plus the
   batch being decoded (`engine.max_batch` rows);
 - **the update** (the `torch` trainer on CPU, fp32, once per rank of `trainer.processes`): 16
-  bytes per parameter (weights, gradients, AdamW's two moments); the activations of one
+  bytes per parameter (weights, gradients, AdamW's two moments), or under LoRA (`trainer.lora.r`
+  > 0) 4 per frozen base parameter (fp32, an upper bound where its linears are stored in bf16)
+  and 16 per adapter parameter (`lora_params`); the activations of one
   micro-batch, a packed row of up to `trainer.pack_tokens` tokens: every layer keeps
   `8 d + 2 d_kv + 4 i` floats per token, or with `trainer.grad_checkpointing` only its input (d
   floats) while one layer at a time recomputes the rest; and the LM head's chunk, three (rows,
@@ -108,6 +110,15 @@ def kv_cache_bytes(dims: ModelDims, dtype_bytes: int, episodes: int, context_tok
     return min(work, int(budget_gb * GIB))
 
 
+def lora_params(dims: ModelDims, r: int, targets: tuple[str, ...]) -> int:
+    """Parameters of rank-`r` adapters on the `targets` projections of every layer: r x (inputs +
+    outputs) per projection, a Llama/Qwen2-style layer's widths (an unknown name counts d + d)."""
+    d, kv, i = dims.shape.hidden, dims.kv_dim, dims.intermediate
+    sides = {"q_proj": d + d, "k_proj": d + kv, "v_proj": d + kv, "o_proj": d + d,
+             "gate_proj": d + i, "up_proj": d + i, "down_proj": i + d}
+    return dims.shape.layers * r * sum(sides.get(t, 2 * d) for t in targets)
+
+
 def estimate(cfg, dims: ModelDims, engine_dtype_bytes: int, head_chunk_rows: int,
              engine_in_process: bool, trainer_on_cpu: bool) -> Estimate:
     """The run's parts (see the module docstring) under config `cfg`."""
@@ -123,8 +134,12 @@ def estimate(cfg, dims: ModelDims, engine_dtype_bytes: int, head_chunk_rows: int
                                     * dims.kv_bytes_per_token(engine_dtype_bytes), "engine.max_batch")
     if trainer_on_cpu:                  # trainer.processes ranks, each a full replica here
         ranks = t.processes
-        parts["weights, gradients, AdamW"] = ("update", ranks * 16 * dims.total_params,
-                                              "trainer.engine")
+        if t.lora.r > 0:
+            parts["frozen base, adapters, AdamW"] = ("update", ranks * (
+                4 * dims.total_params + 16 * lora_params(dims, t.lora.r, t.lora.targets)), "trainer.engine")
+        else:
+            parts["weights, gradients, AdamW"] = ("update", ranks * 16 * dims.total_params,
+                                                  "trainer.engine")
         parts["activations"] = ("update", ranks * activation_bytes(dims, t.pack_tokens,
                                                                    t.grad_checkpointing),
                                 "trainer.grad_checkpointing" if not t.grad_checkpointing

@@ -51,6 +51,17 @@ def test_the_peak_is_the_larger_phase_and_names_its_largest_part():
     assert sampling_only.peak == est.phase("sampling")
 
 
+def test_lora_holds_the_frozen_base_once_and_trains_state_only_for_its_adapters():
+    # per layer, r x (in + out): q 4+4, k 4+2, v 4+2, o 4+4, gate 4+8, up 4+8, down 8+4 = 64
+    assert memory.lora_params(DIMS, 2, ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                        "down_proj")) == 3 * 2 * 64                        # 384
+    assert memory.lora_params(DIMS, 1, ("q_proj", "v_proj", "lm_head")) == 3 * (8 + 6 + 8)  # 66
+    cfg = load_config(None, ["trainer.lora.r=2"])
+    est = memory.estimate(cfg, DIMS, 4, 7, engine_in_process=False, trainer_on_cpu=True)
+    assert est.parts["frozen base, adapters, AdamW"][1] == 4 * 1200 + 16 * 384          # 10,944
+    assert "weights, gradients, AdamW" not in est.parts
+
+
 def test_smollm2_quickstart_update_estimate_meets_its_measurement():
     """The numbers the quickstart recipe is sized by (SmolLM2-135M: d 576, kv 192, i 1536, 30
     layers, 49,152 vocabulary, 134.5M parameters, 106.2M outside the embedding). Measured by
