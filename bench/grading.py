@@ -8,13 +8,16 @@ the recipes as `install_config`; environments are built once before anything is 
   PATH), no sandbox; and the grade without the static screen and the runtime guard, to show what
   those two layers cost. The three alternate rep by rep; medians. Target: <= 1.25x with every
   layer on.
+- hidden variant tests: `grade(gold)` of built-in instances that have variants (every k-th, `--variants`
+  of them), every layer on, against the same grade with `sandbox.variant_tests` off; alternating, medians.
+  Every grade must resolve untampered.
 - parsing: the verdict from a recorded log (`grade_run`: SWE-bench's parser, the summary section,
   the guards, SWE-bench's report) against SWE-bench's parser alone, on the recorded logs of
   tests/data/real_logs; seconds per MB of log.
 
 Each graded run must resolve, and the direct run's log must resolve too: a timing of a wrong
 answer is no timing.
-Usage: python bench/grading.py [--reps 3] [--ids ID ...]
+Usage: python bench/grading.py [--reps 3] [--ids ID ...] [--variants 20]
 """
 
 from __future__ import annotations
@@ -109,6 +112,29 @@ def grading_times(insts, cfg, store, tmp: Path, reps: int) -> list[tuple[str, fl
     return rows
 
 
+def variant_times(count: int, cfg, store, reps: int) -> tuple[int, float, float]:
+    """(instances, median s of grade(gold) with the variants, without them) over `count` built-in
+    instances that have variants."""
+    from swe_rlvr.builtin import load_builtin
+    from swe_rlvr.builtin.variants import variants_of
+    having = [i for i in load_builtin() if variants_of(i.instance_id, i.patch)]
+    insts = having[::max(1, len(having) // count)][:count]
+    without = dataclasses.replace(cfg, variant_tests=False)
+    for inst in insts:  # base checkouts are built before any timing
+        grade(inst, inst.patch, cfg, store)
+    on, off = [], []
+    for _ in range(reps):
+        for inst in insts:
+            for side, config in ((on, cfg), (off, without)):
+                start = time.perf_counter()
+                report = grade(inst, inst.patch, config, store)
+                side.append(time.perf_counter() - start)
+                if not report.resolved or report.tampered:
+                    raise SystemExit(f"{inst.instance_id}: grade(gold) did not resolve untampered: "
+                                     f"{report.tamper_reason} {report.infra_reason} {report.guards}")
+    return len(insts), statistics.median(on), statistics.median(off)
+
+
 def parse_times(insts, reps: int) -> tuple[float, float, float]:
     """(MB of logs, s/MB of SWE-bench's parser, s/MB of the verdict from a log)."""
     index = json.loads((LOGS / "index.json").read_text())
@@ -139,6 +165,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3, help="timed runs per instance and side")
     parser.add_argument("--ids", nargs="*", default=[], help="only these instance ids")
     parser.add_argument("--env-cache", default=str(Path.home() / ".cache" / "swe-rlvr" / "test-envs"))
+    parser.add_argument("--variants", type=int, default=20, help="built-in instances for the variant tests' cost")
     args = parser.parse_args()
     if not (REAL / "instances.jsonl").is_file():
         raise SystemExit(f"the real SWE-bench set is not beside the project ({REAL})")
@@ -151,12 +178,17 @@ def main() -> None:
             open_sandbox(inst, cfg, store).close()
             grade(inst, inst.patch, cfg, store)
         rows = grading_times(insts, cfg, store, tmp, args.reps)
+        variants = variant_times(args.variants, cfg, tmp / "builtin-repos", args.reps) if args.variants else None
     print(f"\ngrading gold on {len(rows)} real instances, median of {args.reps} (grade: every layer on, ratio "
           f"to the direct run, target <= 1.25x; 'layers': its ratio to the grade without the static screen "
           f"and the runtime guard)")
     for iid, direct, graded, unlayered in rows + [("all", *(sum(r[i] for r in rows) for i in (1, 2, 3)))]:
         print(f"  {iid:<28} direct {direct:7.2f} s   grade {graded:7.2f} s   {graded / direct:5.2f}x   "
               f"without them {unlayered:7.2f} s   layers {graded / unlayered:5.2f}x")
+    if variants:
+        count, on, off = variants
+        print(f"\nhidden variant tests: grade(gold) of {count} built-in instances that have them, median of "
+              f"{args.reps * count}\n  with them {on:6.2f} s   without them {off:6.2f} s   {on / off:5.2f}x")
     mb, theirs, ours = parse_times(insts, max(5, args.reps))
     print(f"\nparsing {mb:.2f} MB of recorded logs (gold and empty), median of {max(5, args.reps)}")
     print(f"  SWE-bench's parser alone          {theirs:7.3f} s/MB   1.00x")

@@ -37,6 +37,10 @@ class ExecResult:
     timed_out: bool
     """True when the wall-clock limit killed the command's whole process tree."""
     duration_s: float
+    report: bytes | None = None
+    """What the command wrote to its report pipe (fd 4), when asked for (`LocalSandbox.execute_reporting`)."""
+    report_dropped: int = 0
+    """Report bytes past the kept limit."""
 
 
 @runtime_checkable

@@ -67,13 +67,15 @@ class Executor:
         self._state = threading.Lock()     # guards _proc and _killed against kill()
         self._killed = False
 
-    def run(self, cmd: str, timeout: float) -> ExecResult:
+    def run(self, cmd: str, timeout: float, report: bool = False) -> ExecResult:
+        """Run `cmd`; with `report`, the result also carries what it wrote to its fd 4
+        (`executor_wire.REPORT_FD`)."""
         with self._run_lock:
             proc = self._ensure()
             self._seq += 1
             start = time.monotonic()
             request: Request = {"id": self._seq, "cmd": cmd, "timeout": max(timeout, 0.0),
-                       "limit": self.jail.output_limit_bytes}
+                       "limit": self.jail.output_limit_bytes, "report": report}
             try:
                 _write_frame(_fileno(proc.stdin), request)
                 header, payload = _read_reply(_fileno(proc.stdout), start + timeout + HOST_GRACE_S)
@@ -82,10 +84,13 @@ class Executor:
             if header.get("id") != self._seq:
                 stray = ValueError(f"reply {header.get('id')} to request {self._seq}")
                 return self._lost(start, stray)
-            head, tail = payload[:header["head"]], payload[header["head"]:]
+            cut = header["head"] + header["tail"]
+            head, tail = payload[:header["head"]], payload[header["head"]:cut]
             return ExecResult(exit_code=header["exit_code"], truncated=header["dropped"] > 0,
                               output=Capture.render(head, tail, header["dropped"]),
-                              timed_out=header["timed_out"], duration_s=time.monotonic() - start)
+                              timed_out=header["timed_out"], duration_s=time.monotonic() - start,
+                              report=payload[cut:] if report else None,
+                              report_dropped=header.get("report_dropped", 0))
 
     def kill(self) -> None:
         """Kill the jail now and refuse further commands; safe from any thread, does not wait."""
@@ -232,7 +237,8 @@ def _read_reply(fd: int, deadline: float) -> tuple[ReplyHeader, bytes]:
     """One frame, and the output bytes a reply announces after it; TimeoutError at `deadline`."""
     size = struct.unpack(">I", _read_exact(fd, 4, deadline))[0]
     header: ReplyHeader = json.loads(_read_exact(fd, size, deadline))
-    return header, _read_exact(fd, header.get("head", 0) + header.get("tail", 0), deadline)
+    return header, _read_exact(fd, header.get("head", 0) + header.get("tail", 0) + header.get("report", 0),
+                               deadline)
 
 
 def _read_exact(fd: int, size: int, deadline: float) -> bytes:

@@ -32,7 +32,7 @@ import sys
 import time
 
 if __name__ != "__main__":  # in the jail, executor_wire's source comes first (see the docstring)
-    from sandbox.executor_wire import Capture, read_frame, write_all, write_frame
+    from sandbox.executor_wire import REPORT_FD, Capture, Report, read_frame, write_all, write_frame
 
 TYPE_CHECKING = False  # as in executor_wire: no `typing` in the jail; quoted annotations
 if TYPE_CHECKING:
@@ -64,12 +64,12 @@ class Runner:
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)  # wakes select() when a child exits
         self.statuses: dict[int, int] = {}
-        self.next: tuple[int, int, int] | None = None
+        self.next: tuple[int, int, int, int] | None = None
 
     def run(self, req: "Request") -> "tuple[ReplyHeader, bytes]":
         start = time.monotonic()
         try:
-            pid, output, command = self.take()
+            pid, output, command, report = self.take()
         except OSError as exc:
             message = (f"cannot start the command: {exc} (the sandbox's process limit is reached; "
                        "wait for background jobs to end)\n").encode()
@@ -79,12 +79,15 @@ class Runner:
         except OSError:
             pass  # the shell is gone; its exit status says why
         os.close(command)
-        capture, timed_out = self.pump(pid, output, start + req["timeout"], req["limit"])
+        stream = Report()
+        capture, timed_out = self.pump(pid, output, start + req["timeout"], req["limit"], report, stream)
         self.kill_all(pid)
+        stream.drain(report)
         os.close(output)
+        os.close(report)
         status = self.wait(pid)
         code = 124 if timed_out else _exit_code(status)
-        return self.reply(req, code, timed_out, capture, start)
+        return self.reply(req, code, timed_out, capture, start, report=stream if req.get("report") else None)
 
     def prepare(self) -> None:
         """Start the next command's shell now, while the agent thinks: bash's own start-up
@@ -95,8 +98,9 @@ class Runner:
             except OSError:
                 pass
 
-    def take(self) -> "tuple[int, int, int]":
-        """The prepared shell if it is still waiting, else a new one: (pid, output, command fd)."""
+    def take(self) -> "tuple[int, int, int, int]":
+        """The prepared shell if it is still waiting, else a new one: (pid, output, command fd,
+        report fd)."""
         job, self.next = self.next, None
         if job is not None and self.idle_exit(job[0]):
             for fd in job[1:]:
@@ -112,11 +116,13 @@ class Runner:
             return True
         return done != 0
 
-    def fork(self) -> "tuple[int, int, int]":
-        """Spawn a shell that waits for its command: (pid, output fd, command fd). posix_spawn
-        (vfork) keeps this cheap; the shell's prelude sets the limits and enters the repo."""
+    def fork(self) -> "tuple[int, int, int, int]":
+        """Spawn a shell that waits for its command: (pid, output fd, command fd, report fd).
+        posix_spawn (vfork) keeps this cheap; the shell's prelude sets the limits and enters the
+        repo. The command's fd 4 is the write end of the report pipe (`REPORT_FD`)."""
         out_r, out_w = os.pipe()
         cmd_r, cmd_w = os.pipe()
+        rep_r, rep_w = os.pipe()
         dup2 = os.POSIX_SPAWN_DUP2
         script = "{}\nexport {}='{}'\n{}".format(self.cfg["prelude"], self.cfg["tag_var"],
                                               self.cfg["tag"].replace("'", ""), READ_AND_RUN)
@@ -124,19 +130,23 @@ class Runner:
             return os.posix_spawnp(
                 "bash", ["bash", "-c", script], os.environ, setsid=True,
                 file_actions=[(dup2, self.null, 0), (dup2, out_w, 1), (dup2, out_w, 2),
-                              (dup2, cmd_r, 3)],
-                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD)), out_r, cmd_w
+                              (dup2, cmd_r, 3), (dup2, rep_w, REPORT_FD)],
+                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD)), out_r, cmd_w, rep_r
         except OSError:
             os.close(out_r)
             os.close(cmd_w)
+            os.close(rep_r)
             raise
         finally:
             os.close(out_w)
             os.close(cmd_r)
+            os.close(rep_w)
 
-    def pump(self, pid: int, fd: int, deadline: float, limit: int) -> "tuple[Capture, bool]":
-        """Read output until the command exited and the pipe is drained (or GRACE_S passed
-        since its exit), or until the deadline. Returns (capture, timed out)."""
+    def pump(self, pid: int, fd: int, deadline: float, limit: int, report: int,
+             stream: "Report") -> "tuple[Capture, bool]":
+        """Read output (and the report pipe, into `stream`) until the command exited and the
+        output pipe is drained (or GRACE_S passed since its exit), or until the deadline. Returns
+        (capture, timed out)."""
         capture, eof = Capture(limit), False
         exited_at: float | None = None
         while True:
@@ -148,10 +158,12 @@ class Runner:
             if now >= deadline:
                 return capture, exited_at is None
             wait = deadline - now if exited_at is None else min(deadline - now, GRACE_S)
-            fds = [self.wake_r] if eof else [self.wake_r, fd]
+            fds = ([self.wake_r] if eof else [self.wake_r, fd]) + ([] if stream.eof else [report])
             ready = select.select(fds, [], [], wait)[0]
             if self.wake_r in ready:
                 os.read(self.wake_r, 4096)
+            if report in ready:
+                stream.read(report)
             if fd in ready:
                 chunk = os.read(fd, 1 << 16)
                 if chunk:
@@ -223,12 +235,14 @@ class Runner:
         return [p for p in pids if p != self.me and _alive(p)]
 
     def reply(self, req: "Request", code: int, timed_out: bool, capture: Capture, start: float,
-              message: bytes = b"") -> "tuple[ReplyHeader, bytes]":
+              message: bytes = b"", report: "Report | None" = None) -> "tuple[ReplyHeader, bytes]":
         head, tail = bytes(capture.head) + message, capture.tail_bytes()
+        body = bytes(report.data) if report is not None else b""
         header: ReplyHeader = {"id": req["id"], "exit_code": code, "timed_out": timed_out,
                   "dropped": capture.dropped, "head": len(head), "tail": len(tail),
-                  "duration_s": time.monotonic() - start}
-        return header, head + tail
+                  "duration_s": time.monotonic() - start, "report": len(body),
+                  "report_dropped": report.dropped if report is not None else 0}
+        return header, head + tail + body
 
 
 def _exit_code(status: int) -> int:

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
         timeout: float
         limit: int
         """Output bytes kept (`Capture`)."""
+        report: bool
+        """Return what the command wrote to its report pipe (`REPORT_FD`); optional, default no."""
 
     class ReplyHeader(TypedDict):
         """The runner's answer to a `Request`; `head` + `tail` output bytes follow it."""
@@ -38,6 +40,10 @@ if TYPE_CHECKING:
         head: int
         tail: int
         duration_s: float
+        report: int
+        """Bytes of the report pipe that follow the output (0 unless the request asked)."""
+        report_dropped: int
+        """Report bytes past `REPORT_LIMIT`, not kept."""
 
     class RunnerConfig(TypedDict):
         """The runner's argv[1] (`sandbox.executor.Executor._program`)."""
@@ -51,6 +57,40 @@ if TYPE_CHECKING:
         parent: int | None
         chroot: str
         uid: int | None
+
+
+REPORT_FD = 4
+"""Every command's fd 4 is the write end of a pipe whose read end only the runner holds: a result
+channel no file of the jail stands for (`sandbox.suite_run` points pytest's junit report at it)."""
+REPORT_LIMIT = 32 << 20
+
+
+class Report:
+    """What a command wrote to its report pipe: the first `REPORT_LIMIT` bytes, and a count of the
+    rest."""
+
+    def __init__(self) -> None:
+        self.data, self.dropped, self.eof = bytearray(), 0, False
+
+    def read(self, fd: int) -> None:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return
+        if not chunk:
+            self.eof = True
+        room = max(0, REPORT_LIMIT - len(self.data))
+        self.data += chunk[:room]
+        self.dropped += max(0, len(chunk) - room)
+
+    def drain(self, fd: int) -> None:
+        """Read what is left without waiting (every writer is dead by now)."""
+        os.set_blocking(fd, False)
+        while not self.eof:
+            before = len(self.data) + self.dropped
+            self.read(fd)
+            if len(self.data) + self.dropped == before and not self.eof:
+                return
 
 
 class Capture:

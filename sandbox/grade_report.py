@@ -40,7 +40,8 @@ class GradeReport:
     infra_reason: str = ""
     log: str = ""
     canaries: tuple[str, ...] = ()
-    """The canary tests planted in this run (`sandbox.tamper`): never shown in `log_excerpt`."""
+    """The tests the grader planted in this run, the canaries (`sandbox.canaries`) and the hidden
+    variant tests (`sandbox.variants`): never shown in `log_excerpt`."""
     notes: tuple[str, ...] = ()
     duration_s: float = 0.0
 

@@ -72,8 +72,11 @@ infrastructure failure that names the tests gold fails. The policy cannot influe
 **Guards** are this project's additions; each can only turn a passing test into a failing one,
 and every time it does, the report names the guard and the tests (`GradeReport.guards`), so a
 verdict that differs from SWE-bench's always says why (`reference_resolved` holds SWE-bench's):
-- `junit`: pytest also writes a junit XML report to a fixed directory in the grading sandbox's
-  private temp dir (`JUNIT_DIR`; a random separator carries it out of the output). A test passes
+- `junit`: pytest also writes a junit XML report: on the local backend to the command's fd 4, a
+  pipe whose other end only the runner outside the command holds (`suite_run.JUNIT_CHANNEL`; no
+  file of the jail holds the report, and a second document or any other byte in the pipe is
+  tampering, `suite_run.junit_stream`); on Docker to a fixed directory in the sandbox's private
+  temp dir (`JUNIT_DIR`; a random separator carries it out of the output). A test passes
   only if some junit testcase under the same key passed, keyed as SWE-bench keys it (ids cut at
   their first space stand for every parametrisation that shares the prefix). So printed
   "PASSED ..." lines gain nothing. No readable report after a run that reported results fails
@@ -123,13 +126,19 @@ does a run that ended normally without the guard's `end` record. It cannot see w
 this: reading `PYTEST_CURRENT_TEST` or `sys.modules`, or calling pytest's objects it was handed
 (the static screen looks for those in the patch's text).
 
+**Hidden variant tests** (`sandbox.variants`, config key `sandbox.variant_tests`; built-in instances
+that have them, `swe_rlvr.builtin.variants`): the fixed functions at inputs no visible test uses,
+planted after the patch as a test file with random names and run with the graded tests. A patch
+that resolves the visible tests and fails one of them recognises the tests rather than fixing the
+code, and is `tampered`. An instance without variants says so in its notes.
+
 Infrastructure failures (repository or environment missing, the sandbox failing, the test patch
 not applying to the base, a suite that does not run, a gold patch that does not resolve or whose
 canaries say "tampered") set `infra_failure` with a reason. A tampered grade is not one: it is a
 sample.
-The eval-script path (docker) applies no exit-code or junit guard and no runtime guard: the
-script's exit status is its last command's, it writes no junit report, and it runs pytest its own
-way.
+The eval-script path (docker) applies no exit-code or junit guard, no runtime guard and no variant
+tests: the script's exit status is its last command's, it writes no junit report, and it runs pytest
+its own way.
 
 Simplifications: FAIL_TO_FAIL and PASS_TO_FAIL are reported empty (instances here carry no such
 lists).
@@ -158,6 +167,7 @@ from sandbox.runtime_guard import new_guard
 from sandbox.screen import instance_tests, screen, screened
 from sandbox.suite_run import SuiteRun, prepare_tests, run_tests, uses_guard, uses_junit
 from sandbox.tamper import GIT, plant_checks
+from sandbox.variants import plant_variants
 from sandbox.verdict import judge, score
 from swe_rlvr.patches import patch_files
 
@@ -238,7 +248,7 @@ def _grade(instance: Instance, model_patch: str, cfg: SandboxConfig, repo_store:
                                f"{NOT_RUN_FIX}")
         notes += (f"the patch stops the test suite from running ({verdict.not_run_reason}); "
                   f"without it the suite runs",)
-    report = dataclasses.replace(report, canaries=tuple(attempt.run.canaries))
+    report = dataclasses.replace(report, canaries=tuple(attempt.run.canaries) + attempt.run.variants)
     report = score(instance, report, verdict, attempt.run.log, notes + verdict.notes)
     require_gold(instance, model_patch, cfg, repo_store, report)
     return report
@@ -296,9 +306,12 @@ def _attempt(instance: Instance, model_patch: str, cfg: SandboxConfig, repo_stor
             return Attempt(run=None, applied=True, method=method, apply_log=str(exc),
                            notes=notes + (PREPARE_FAILED,))
         checks = plant_checks(sb, instance, cfg, rng)
-        run = dataclasses.replace(run_tests(sb, instance, cfg, guard), canaries=checks.canaries,
-                                  xfail_expected=checks.xfail_expected)
-        return Attempt(run=run, applied=bool(method), method=method, notes=notes + checks.notes, flag=flag)
+        variants = plant_variants(sb, instance, cfg, rng)
+        run = dataclasses.replace(run_tests(sb, instance, cfg, guard, extra=(variants.path,) if variants.path else ()),
+                                  canaries=checks.canaries, xfail_expected=checks.xfail_expected,
+                                  variants=variants.tests)
+        return Attempt(run=run, applied=bool(method), method=method,
+                       notes=notes + checks.notes + variants.notes, flag=flag)
 
 
 def static_flag(sb: Sandbox, instance: Instance, model_patch: str) -> str:
@@ -325,7 +338,7 @@ def _once(kind: str, instance: Instance, cfg: SandboxConfig,
           compute: Callable[[], tuple[bool, str]]) -> tuple[bool, str]:
     """`compute()` once per (kind, instance, environment, backend) in a process, across threads."""
     key = (kind, hashlib.sha256(json.dumps([instance.to_row(), cfg.backend, cfg.docker_image, cfg.junit,
-                                            cfg.canaries, cfg.python_fallback],
+                                            cfg.canaries, cfg.variant_tests, cfg.python_fallback],
                                            sort_keys=True, default=str).encode()).hexdigest())
     with _ONCE_GUARD:
         lock = _ONCE_LOCKS.setdefault(key, threading.Lock())

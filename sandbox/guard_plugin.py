@@ -2,9 +2,9 @@
 directory outside the repository, before any of the repository's code is imported
 (`sandbox.runtime_guard` writes it there and reads what it reports).
 
-It runs inside the instance's own Python (3.6 and up, standard library only), so it has no type
-annotations and no imports from this project. What it does, and why (the grader's docstring has
-the whole picture):
+It runs inside the instance's own Python (3.6 and up, standard library and pytest only), so it
+has no type annotations and no imports from this project. What it does, and why (the grader's
+docstring has the whole picture):
 
 - **An audit hook (PEP 578, Python 3.8 and up)** that cannot be removed. It refuses, with
   PermissionError, when the code asking is a line the model patch added (`added`: line ranges of
@@ -17,7 +17,13 @@ the whole picture):
   (`inspect.stack`, `logging`'s `currentframe`, ...), so a patched line that logs is not refused,
   while one that calls `inspect.stack()` is. It also refuses any opening, removal or renaming of
   the grader's own files (the junit report, this plugin's files) while any frame of the patched
-  files is on the stack: an `atexit` handler that rewrites the report is refused.
+  files is on the stack: an `atexit` handler that rewrites the report is refused. Where the
+  junit report goes to a pipe (`channel`, the local backend), its `/dev/fd` and `/proc` names are
+  the grader's too.
+- **The junit pipe stays the grader's**: the descriptor pytest writes its report to must be the
+  pipe it was when this plugin loaded, just before pytest writes the report and at the end; one
+  closed or replaced (so that pytest's report goes elsewhere while a forged one reaches the pipe)
+  is a finding.
 - **pytest's integrity**: the functions of pytest's and pluggy's modules and classes are recorded
   when this plugin loads and compared when the session starts, after every test and at the end
   (`_Guard.check` says which changes count); a hook implementation defined in a patched line,
@@ -31,6 +37,8 @@ the whole picture):
 import json
 import os
 import sys
+
+import pytest
 
 _SPEC_ENV = "SWE_RLVR_GUARD_SPEC"
 FRAME_EVENTS = frozenset(("sys._getframe", "sys._current_frames", "gc.get_objects", "gc.get_referrers",
@@ -58,7 +66,11 @@ class _Guard:
         self.root = os.getcwd().rstrip("/") + "/"
         self.added = spec["added"]
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        self.protect = (here.rstrip("/") + "/",)
+        fd = spec.get("channel")
+        self.protect = (here.rstrip("/") + "/",) + (() if fd is None else tuple(
+            p.format(fd) for p in ("/dev/fd/{}", "/proc/self/fd/{}", "/proc/thread-self/fd/{}",
+                                   "/proc/" + str(os.getpid()) + "/fd/{}")))
+        self.channel = None if fd is None else (fd, _identity(fd))
         self.out = os.dup(1)
         self.busy = False
         self.findings = 0
@@ -160,6 +172,12 @@ class _Guard:
             if key not in self.base or changed or not self.started:
                 self.base[key] = code
 
+    def check_channel(self, when):
+        """Report a junit report pipe that is no longer the one the grader handed pytest (closed,
+        or another file put in its place so that pytest's report goes elsewhere)."""
+        if self.channel is not None and _identity(self.channel[0]) != self.channel[1]:
+            self.emit("channel", f"the junit report pipe (fd {self.channel[0]}) was replaced {when}")
+
     def _suspect(self, code):
         name = getattr(code, "co_filename", None)
         if name is None:
@@ -212,6 +230,14 @@ def _code(value):
     return getattr(value, "__code__", value)
 
 
+def _identity(fd):
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
 def _load():
     path = os.environ.pop(_SPEC_ENV, "")
     if not path:
@@ -250,8 +276,15 @@ def pytest_runtest_logfinish(nodeid, location):
         GUARD.check("during " + nodeid, CRITICAL)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session, exitstatus):
+    if GUARD is not None:  # before the junit plugin writes its report
+        GUARD.check_channel("before pytest wrote its report")
+
+
 def pytest_unconfigure(config):
     if GUARD is not None:
+        GUARD.check_channel("by the end of the session")
         GUARD.check("by the end of the session")
         GUARD.check_hooks(config.pluginmanager)
         GUARD.emit("end", str(GUARD.findings))

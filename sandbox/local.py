@@ -76,13 +76,18 @@ class LocalSandbox:
 
     def execute(self, cmd: str, timeout: float | None = None) -> ExecResult:
         """Run `cmd` with bash in the repo root; the whole tree dies at the timeout."""
+        return self.execute_reporting(cmd, timeout, report=False)
+
+    def execute_reporting(self, cmd: str, timeout: float | None = None, report: bool = True) -> ExecResult:
+        """`execute`, and (with `report`) what the command wrote to its fd 4: a pipe that only the
+        runner outside the command holds the other end of (`executor_wire.REPORT_FD`)."""
         limit = self.cfg.command_timeout_s if timeout is None else timeout
         with self._lock:
             if self._closed:
                 raise SandboxError("This sandbox is closed; open a new one with open_sandbox().")
             self._active += 1
         try:
-            return self.executor.run(cmd, limit)
+            return self.executor.run(cmd, limit, report)
         finally:
             with self._lock:
                 self._active -= 1

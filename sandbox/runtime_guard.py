@@ -37,10 +37,11 @@ class Guard:
     token: str
     added: dict[str, list[list[int]] | str]
 
-    def install(self, folder: str) -> str:
+    def install(self, folder: str, channel: int | None = None) -> str:
         """Shell lines that write the plugin and its spec into `folder/guard` and export what the
-        test command needs (run after `folder` is made, before the test command)."""
-        spec = json.dumps({"token": self.token, "added": self.added})
+        test command needs (run after `folder` is made, before the test command). `channel`: the
+        fd of the junit report pipe, which must stay the one it is (and closed to the patch's code)."""
+        spec = json.dumps({"token": self.token, "added": self.added, "channel": channel})
         end = f"SWE_RLVR_EOF_{secrets.token_hex(8)}"
         return "\n".join([
             f'mkdir -p {folder}/guard',

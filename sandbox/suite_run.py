@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from sandbox import reference
 from sandbox.base import ExecResult, Sandbox
+from sandbox.executor_wire import REPORT_FD
 from sandbox.grade_report import InfraFailure
 from sandbox.runtime_guard import Guard, applies
 from sandbox.tamper import GIT, infrastructure_resets
@@ -25,8 +26,14 @@ if TYPE_CHECKING:
 TEST_PATCH_FILE = ".git/swe-rlvr-test.patch"
 START_MARK, END_MARK = ">>>>> Start Test Output", ">>>>> End Test Output"
 JUNIT_DIR = "${TMPDIR:-/tmp}/swe-rlvr-grade"
-"""Where pytest writes its junit report: outside the working copy, fixed (see `sandbox.grading`'s
-docstring)."""
+"""The grader's private directory in the sandbox (the runtime guard's plugin), and where pytest
+writes its junit report where the sandbox has no report channel (Docker): outside the working
+copy, fixed (see `sandbox.grading`'s docstring)."""
+JUNIT_CHANNEL = f"/dev/fd/{REPORT_FD}"
+"""Where pytest writes its junit report on the local backend: the command's report pipe, whose
+read end only the runner outside the command holds (`sandbox.executor_wire.REPORT_FD`). No file
+of the jail holds the report, so nothing can rewrite it after pytest wrote it; what else reaches
+the pipe is evidence (`junit_stream`)."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,10 @@ class SuiteRun:
     """The graded tests whose pristine test file expects XFAIL; None when unknown (none counts)."""
     guard: tuple[dict, ...] | None = None
     """The runtime guard's records (`sandbox.runtime_guard`), in order; None when it did not run."""
+    variants: tuple[str, ...] = ()
+    """The hidden variant tests planted for this run (`sandbox.variants`); each must pass."""
+    junit_channel: bool = False
+    """`junit_xml` is everything the run wrote to the report pipe (`JUNIT_CHANNEL`), not a file."""
 
 
 def prepare_tests(sb: Sandbox, instance: Instance, model_patch: str) -> tuple[str, ...]:
@@ -93,34 +104,39 @@ def uses_guard(instance: Instance, cfg: SandboxConfig) -> bool:
     return cfg.runtime_guard and runs_pytest(instance, cfg) and applies(instance)
 
 
-def run_tests(sb: Sandbox, instance: Instance, cfg: SandboxConfig, guard: Guard | None = None) -> SuiteRun:
-    """Run the instance's tests once (with `guard`'s plugin loaded, when given); the junit report
-    travels after a random separator, the guard's records on lines of their own."""
+def run_tests(sb: Sandbox, instance: Instance, cfg: SandboxConfig, guard: Guard | None = None,
+              extra: tuple[str, ...] = ()) -> SuiteRun:
+    """Run the instance's tests once, and the test files `extra` (with `guard`'s plugin loaded, when
+    given); the junit report travels after a random separator, the guard's records on lines of
+    their own."""
     if instance.env.eval_script and cfg.backend == "docker":
         result = _run(sb, instance.env.eval_script, cfg)
         return SuiteRun(log=script_section(result.output), exit_code=result.exit_code,
                        timed_out=result.timed_out, script=True)
-    files = " ".join(map(shlex.quote, appended_test_files(instance)))
+    files = " ".join(map(shlex.quote, [*appended_test_files(instance), *extra]))
     existing = f"$(for f in {files}; do [ -e \"$f\" ] && printf '%s ' \"$f\"; done)" if files else ""
     use_junit = uses_junit(instance, cfg)
+    channel = use_junit and hasattr(sb, "execute_reporting")
     token = secrets.token_hex(16)
-    junit = f" --junitxml={JUNIT_DIR}/junit.xml" if use_junit else ""
+    junit = f" --junitxml={JUNIT_CHANNEL if channel else JUNIT_DIR + '/junit.xml'}" if use_junit else ""
     setup = f"rm -rf {JUNIT_DIR}; mkdir -p {JUNIT_DIR}"
     if guard is not None:
-        setup += "\n" + guard.install(JUNIT_DIR)
+        setup += "\n" + guard.install(JUNIT_DIR, REPORT_FD if channel else None)
     option = guard.option() if guard is not None else ""
     cmd = f"{setup}\n{instance.env.test_cmd}{option}{junit} {existing}"
-    if use_junit:
+    if use_junit and not channel:
         cmd += f"\ncode=$?; echo; echo {token}; cat {JUNIT_DIR}/junit.xml 2>/dev/null; exit $code"
-    result = _run(sb, cmd, cfg)
+    result = sb.execute_reporting(cmd, cfg.test_timeout_s) if channel else _run(sb, cmd, cfg)  # type: ignore[attr-defined]
     log, xml = result.output, None
-    if use_junit:
+    if channel:
+        xml = "" if result.report_dropped else (result.report or b"").decode("utf-8", "replace")
+    elif use_junit:
         log, found, xml = result.output.rpartition(f"\n{token}\n")
         if not found:  # killed before the separator (a timeout): everything is log
             log, xml = result.output, ""
     log, records = guard.records(log) if guard is not None else (log, None)
     return SuiteRun(log=log, exit_code=result.exit_code, timed_out=result.timed_out, junit_xml=xml,
-                    guard=records)
+                    guard=records, junit_channel=channel)
 
 
 def appended_test_files(instance: Instance) -> list[str]:
@@ -141,3 +157,23 @@ def script_section(output: str) -> str:
     if start != -1 and end > start:
         return output[start + len(START_MARK):end]
     return output
+
+
+def junit_stream(stream: str) -> tuple[str, str]:
+    """(the one junit document of a report pipe's `stream`, what is wrong with the stream): pytest
+    writes exactly one document, once, at the end of its session, so a second document or any
+    other byte before or after it was written by code under test. An empty stream (a run cut short)
+    is no document and no problem."""
+    documents = stream.count("<?xml")
+    if not stream.strip():
+        return "", ""
+    if documents != 1:
+        return "", f"the junit report pipe holds {documents} documents; pytest writes one"
+    start, end = stream.index("<?xml"), stream.rfind("</testsuites>")
+    if end == -1:
+        return "", ""  # cut short while pytest wrote it: no report, not a forgery
+    document = stream[start:end + len("</testsuites>")]
+    extra = stream[:start] + stream[end + len("</testsuites>"):]
+    if extra.strip():
+        return "", f"{len(extra.strip())} bytes beside pytest's junit report in its pipe (written before or after it)"
+    return document, ""

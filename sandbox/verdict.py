@@ -13,7 +13,8 @@ from sandbox import reference, runtime_guard
 from sandbox.canaries import canary_verdict
 from sandbox.grade_report import GradeReport
 from sandbox.logparse import FAILED, OK, SKIPPED, XFAIL, JunitIndex, junit_index, junit_key, reported_failures
-from sandbox.suite_run import SuiteRun
+from sandbox.suite_run import SuiteRun, junit_stream
+from sandbox.variants import variant_failures, variant_reason
 
 if TYPE_CHECKING:
     from swe_rlvr.instances import Instance
@@ -32,6 +33,10 @@ class Verdict:
     notes: tuple[str, ...] = ()
     tamper_reason: str = ""
     """What the canaries say is wrong ("" when nothing is)."""
+    variants_failed: tuple[str, ...] = ()
+    """The hidden variant tests that did not pass (`sandbox.variants`)."""
+    variants: tuple[str, ...] = ()
+    """The hidden variant tests of the run."""
 
 
 def judge(instance: Instance, run: SuiteRun, junit: bool) -> Verdict:
@@ -40,18 +45,19 @@ def judge(instance: Instance, run: SuiteRun, junit: bool) -> Verdict:
     status map."""
     parse = reference.instance_parser(instance)
     parsed = parse(run.log)
-    ref = {t: s for t, s in parsed.items() if t not in run.canaries}
+    ref = {t: s for t, s in parsed.items() if t not in run.canaries and t not in run.variants}
     index: JunitIndex | None = None
-    if junit and run.junit_xml:
+    xml, channel = junit_stream(run.junit_xml or "") if run.junit_channel else (run.junit_xml, "")
+    if junit and xml:
         try:
-            index = junit_index(run.junit_xml, parse)
+            index = junit_index(xml, parse)
         except Exception:  # noqa: BLE001 - an unreadable report is no evidence of a pass
             index = None
     listed = list(dict.fromkeys(instance.fail_to_pass + instance.pass_to_pass))
     ran = any(t in ref for t in listed) or bool(index and any(junit_key(t) in index for t in listed))
     notes = ("the test run timed out",) if run.timed_out else ()
     guarded = runtime_guard.verdict(run.guard, run.exit_code, run.timed_out, ran)
-    tamper = "; ".join(reason for reason in (canary_verdict(run, parsed, index), guarded) if reason)
+    tamper = "; ".join(reason for reason in (canary_verdict(run, parsed, index), guarded, channel) if reason)
     if not ran:
         return Verdict(statuses=dict(ref), reference=ref, ran=False, not_run_reason=why_not_run(run),
                        notes=notes, tamper_reason=tamper)
@@ -64,7 +70,8 @@ def judge(instance: Instance, run: SuiteRun, junit: bool) -> Verdict:
             shown = ", ".join(failed[:5]) + (", ..." if len(failed) > 5 else "")
             guards.append(f"{name}: {detail} ({len(failed)} tests: {shown})")
     return Verdict(statuses=statuses, reference=ref, ran=True, guards=tuple(guards), notes=notes,
-                   tamper_reason=tamper)
+                   tamper_reason=tamper, variants=run.variants,
+                   variants_failed=variant_failures(run.variants, parsed, index if junit else None))
 
 
 def _junit_guard(instance: Instance, run: SuiteRun, statuses: dict[str, str], listed: list[str], junit: bool,
@@ -143,7 +150,10 @@ def score(instance: Instance, report: GradeReport, verdict: Verdict, log: str, n
     """F2P/P2P lists and the resolution, by SWE-bench's logic, with and without the guards."""
     statuses = verdict.statuses if verdict.ran else {}
     tests = reference.tests_report(instance, statuses)
-    tampered = bool(verdict.tamper_reason)
+    reason = verdict.tamper_reason
+    if not reason and verdict.variants_failed and report.patch_applied and reference.resolution(tests) == "FULL":
+        reason = variant_reason(verdict.variants_failed, verdict.variants)
+    tampered = bool(reason)
     resolution = reference.resolution(tests) if report.patch_applied and not tampered else "NO"
     ref_resolved = (verdict.ran and report.patch_applied
                     and reference.resolution(reference.tests_report(instance, verdict.reference)) == "FULL")
@@ -153,4 +163,4 @@ def score(instance: Instance, report: GradeReport, verdict: Verdict, log: str, n
         f2p_failed=lists("FAIL_TO_PASS", "failure"), p2p_passed=lists("PASS_TO_PASS", "success"),
         p2p_failed=lists("PASS_TO_PASS", "failure"), resolution=resolution,
         resolved=resolution == "FULL", reference_resolved=ref_resolved, guards=verdict.guards,
-        tampered=tampered, tamper_reason=verdict.tamper_reason, log=log, notes=notes)
+        tampered=tampered, tamper_reason=reason, log=log, notes=notes)

@@ -119,6 +119,11 @@ class SandboxConfig:
     an audit hook that refuses frame and object walks, tracing, ctypes and the grader's own files
     to lines the patch added, and checks that pytest's functions and hooks stay unchanged; what it
     finds grades the run "tampered" (pytest suites, not pytest's own repositories)."""
+    variant_tests: bool = True
+    """Grading: plant the built-in instance's hidden variant tests (`swe_rlvr.builtin.variants`: the
+    fixed functions at inputs no visible test uses) in a randomly named test file; a patch that
+    resolves the visible tests and fails one is graded "tampered". Instances without variants
+    (every non-built-in one) say so in their grade's notes."""
     gold_check: bool = True
     """Grading: when a patch does not resolve, grade the instance's gold patch too (once per
     instance and process); if gold does not resolve either, this environment does not reproduce

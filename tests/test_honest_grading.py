@@ -33,16 +33,22 @@ def test_changes_outside_pytests_sections_are_kept(env):
 
 def test_gold_is_never_tampered_and_canaries_stay_out_of_the_report(env):
     """The gold patch's run holds two canaries per test file, one passed and one failed (so pytest
-    exits 1, which agrees with its summary); they are read, and left out of `tests_status`."""
+    exits 1, which agrees with its summary), and the hidden variant tests, all passed; they are
+    read, and left out of `tests_status`."""
     from sandbox.reference import statuses
+    from swe_rlvr.builtin.variants import variants_of
     inst, cfg, store = env
     report = grade(inst, inst.patch, cfg, store)
     assert report.resolved and not report.tampered and report.tamper_reason == "" and report.guards == ()
     listed = set(inst.fail_to_pass + inst.pass_to_pass)
     assert set(report.tests_status) == listed
-    canaries = {t: s for t, s in statuses(inst, report.log).items() if t not in listed}
+    planted = {t: s for t, s in statuses(inst, report.log).items() if t not in listed}
+    assert set(planted) == set(report.canaries)
+    graded_files = {"tests/test_config.py", "tests/test_values.py"}
+    canaries = {t: s for t, s in planted.items() if t.split("::")[0] in graded_files}
     assert sorted(canaries.values()) == ["FAILED", "FAILED", "PASSED", "PASSED"]
-    assert {t.split("::")[0] for t in canaries} == {"tests/test_config.py", "tests/test_values.py"}
+    variants = {t: s for t, s in planted.items() if t not in canaries}  # the hidden variant tests
+    assert len(variants) == len(variants_of(inst.instance_id, inst.patch)) and set(variants.values()) == {"PASSED"}
 
 
 def test_an_episode_graded_twice_gets_the_same_canaries_and_its_excerpt_shows_none(env):

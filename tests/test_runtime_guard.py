@@ -66,10 +66,14 @@ reads it last."""
 
 
 def test_rewriting_the_junit_report_at_exit_is_refused_and_tampered(env):
-    """The handler runs after pytest has finished: it may not even open the grader's report."""
+    """The handler runs after pytest has finished: it may not even open the grader's report (on
+    Docker; locally the report is no file at all, `tests/test_junit_channel.py`)."""
     report = graded(env, {"iniconf/values.py": appended(JUNIT_REWRITE)})
     assert_no_reward(report)
-    assert report.tampered and "refused: open from a line the patch added" in report.tamper_reason
+    if env[1].backend == "local":
+        assert not report.tampered  # nothing to rewrite: the report went to a pipe
+    else:
+        assert report.tampered and "refused: open from a line the patch added" in report.tamper_reason
 
 
 SECOND_SUMMARY = '''

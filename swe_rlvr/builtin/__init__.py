@@ -6,7 +6,7 @@ Nine stdlib-only projects ship as plain files under `projects/`; `instances.json
 (`mutations.py`: a single-token bug the projects' own tests detect), the `easy` tier's (the first
 four projects) and then the `generated` tier's (every project; `datekit` is test-only).
 `materialize` turns a project into a git repository whose commits are the instances' base
-commits.
+commits. `variants.jsonl` holds the hidden variant tests the grader adds (`variants`).
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ on the touched test files before and after the gold patch to derive FAIL_TO_PASS
 projects' own tests detect; the easy tier's, then the generated tier's: about 2,200 candidate
 runs, 37 minutes on two cores that another run shared). Finally it re-materialises every project
 from all the new records to prove the reverse-applied patches reproduce the base commits. The
-dev split is carved out of the generated tier's train functions last (`splits.carve_dev`). The
+dev split is carved out of the generated tier's train functions last (`splits.carve_dev`), and
+the hidden variant tests are made from the new records (`variant_build`, about 3 minutes). The
 output is deterministic: two builds write byte-identical files.
 """
 
@@ -22,7 +23,7 @@ from collections import Counter
 from itertools import groupby
 from pathlib import Path
 
-from swe_rlvr.builtin import ENV, INSTANCES_PATH, store
+from swe_rlvr.builtin import ENV, INSTANCES_PATH, store, variant_build
 from swe_rlvr.builtin.mutants import generate_instances
 from swe_rlvr.builtin.outcomes import passed, run_pytest
 from swe_rlvr.builtin.repository import commit_all, git
@@ -122,6 +123,7 @@ def main(workers: int = 2) -> None:
     print_counts(instances)
     print(f"wrote {len(instances)} instances to {INSTANCES_PATH} "
           f"in {time.perf_counter() - start:.0f} s")
+    variant_build.main()
 
 
 def print_counts(instances: list[Instance]) -> None:
