@@ -28,9 +28,13 @@ outcomes so that log, junit report and exit code all agree. Three defences:
   metadata (`*.dist-info`, `*.egg-info`: pytest autoloads a `pytest11` entry point found there; a
   directory the base lacks goes whole); and *new* top-level modules or packages named like the
   standard library (`sys.stdlib_module_names` of the grader's Python), pytest or its dependencies,
-  in the directories Python searches first (the repo root, `src/`, the test files' directories).
-  A module the base already has is code under test and kept: pytest's own `src/_pytest` in the
-  pytest repository. Of SWE-bench Lite's 312 gold patches none touches a file these rules reset.
+  or any module the test environment has installed, in the directories Python searches first (the
+  repo root, `src/`, the test files' directories, and each one's basedir that pytest's default
+  import mode puts on `sys.path`). A module the base already has is code under test and kept:
+  pytest's own `src/_pytest` in the pytest repository. Of SWE-bench Lite's 312 gold patches none
+  touches a file these rules reset. The import mode stays pytest's default, as in SWE-bench's
+  harness (no `--import-mode=importlib`, no `python -P`): these resets cover the shadowing they
+  would prevent, without changing how any repository's tests import.
 - *XFAIL only where expected* (the `xfail` guard below): a patch that calls `pytest.xfail()` on
   the buggy path would otherwise turn failures into passes.
 - *Canaries* (pytest suites, `sandbox.canaries`): each test file that FAIL_TO_PASS / PASS_TO_PASS

@@ -104,10 +104,25 @@ def module_stem(filename: str) -> str:
     return ""
 
 
-def search_dirs(instance: Instance) -> tuple[str, ...]:
+def search_dirs(instance: Instance, inits: frozenset[str] = frozenset()) -> tuple[str, ...]:
     """Where Python looks first when the tests run: the repo root (the cwd of `python -m pytest`),
-    `src/` (the sandbox's PYTHONPATH), and the test files' directories (pytest's rootdir insertion)."""
-    return tuple(dict.fromkeys(["", "src", *(f.rpartition("/")[0] for f in instance.test_files())]))
+    `src/` (the sandbox's PYTHONPATH), the test files' directories, and the directory pytest's
+    default import mode puts first on `sys.path` for each test file: its basedir, the first
+    directory up from the file that is no package (`inits`: the `__init__.py` files at the base
+    and after the patch, since either can decide it)."""
+    dirs = ["", "src"]
+    for f in instance.test_files():
+        folder = f.rpartition("/")[0]
+        dirs.append(folder)
+        while folder and f"{folder}/__init__.py" in inits:
+            folder = folder.rpartition("/")[0]
+        dirs.append(folder)
+    return tuple(dict.fromkeys(dirs))
+
+
+INIT_FILES = (f"{{ {GIT} ls-tree -r --name-only HEAD; {GIT} ls-files -co --exclude-standard; }} "
+              "| grep -E '(^|/)__init__[.]py$' | sort -u")
+"""The `__init__.py` files of the base commit and of the working copy after the patch."""
 
 
 def test_dir_inits(instance: Instance) -> set[str]:
@@ -178,7 +193,7 @@ def infrastructure_resets(sb: Sandbox, instance: Instance, model_patch: str) -> 
     resets = [(f, why) for f in touched if (why := reset_kind(f, inits))]
     resets += [(f, "pytest configuration") for f in touched
                if f.rsplit("/", 1)[-1] in PYTEST_SECTIONS and pytest_section_changed(sb, f)]
-    dirs = search_dirs(instance)
+    dirs = search_dirs(instance, frozenset(sb.execute(INIT_FILES, timeout=60).output.split()))
     entries = {f: entry for f in touched if (entry := new_entry(f, dirs))[0]}
     tops = {f: top_level(f, dirs) for f in touched if f not in entries}
     present = at_base(sb, {entry for entry, _ in entries.values()} | {e for found in tops.values() for e, _ in found})

@@ -201,3 +201,15 @@ def test_only_a_change_to_what_pytest_reads_counts_as_a_configuration_change(nam
 def test_package_metadata_is_found_whatever_the_case_of_its_suffix(path, entry):
     from sandbox.tamper import METADATA, new_entry
     assert new_entry(path, ("", "src")) == ((entry, METADATA) if entry else ("", ""))
+
+
+def test_search_dirs_follow_pytests_basedir_up_through_packages():
+    """pytest's default import mode puts a test file's basedir first on sys.path: the first directory
+    up from it that is no package. A module new there shadows an installed one."""
+    from sandbox.tamper import search_dirs
+    inst = Instance(instance_id="acme__pkg-1", repo="acme/pkg", base_commit="0" * 40, problem_statement="bug",
+                    patch="", test_patch="", fail_to_pass=("pkg/tests/test_a.py::test_a",),
+                    pass_to_pass=("t/test_b.py::test_b",))
+    assert search_dirs(inst) == ("", "src", "pkg/tests", "t")
+    assert search_dirs(inst, frozenset({"pkg/tests/__init__.py"})) == ("", "src", "pkg/tests", "pkg", "t")
+    assert search_dirs(inst, frozenset({"pkg/tests/__init__.py", "pkg/__init__.py"})) == ("", "src", "pkg/tests", "t")
