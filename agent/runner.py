@@ -4,11 +4,15 @@ Episodes run in a thread pool (sandbox commands release the GIL); their generati
 `Batcher`, which calls the engine once per batch. One episode's crash (sandbox start-up, the engine,
 a bug) is caught at this boundary and recorded as that episode with termination `error` and the
 error text; the others go on. With `out` set, the finished trajectories are written in `finally`,
-so an interrupted run keeps what it finished.
+so an interrupted run keeps what it finished. With `journal` set, each finished episode is appended
+to it as it ends, and a rerun takes those episodes from it instead of sampling them again: a stage
+of hours that a session's end stopped goes on where it stopped.
 """
 
 from __future__ import annotations
 
+import json
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
@@ -31,32 +35,63 @@ def run_rollouts(instances: list[Instance], engine: Engine, agent_cfg: AgentConf
                  sandbox_cfg: SandboxConfig, repo_store: str | Path, group_size: int, iteration: int,
                  guidance: dict[str, str] | None = None, workers: int = 4, seed: int = 0,
                  max_batch: int = 16, temperature: float = 1.0, out: str | Path | None = None,
-                 progress: bool = True, label: str = "rollouts", max_wait_s: float = 0.02) -> list[Trajectory]:
+                 progress: bool = True, label: str = "rollouts", max_wait_s: float = 0.02,
+                 journal: str | Path | None = None) -> list[Trajectory]:
     """Run `group_size` episodes of each instance; trajectories come back in (instance, sample) order.
 
     `guidance` maps instance ids to hint text: those episodes are guided (agent.guidance).
     `max_batch` should be `EngineConfig.max_batch`; `temperature` `EngineConfig.temperature`;
     `label` names the progress bar (stages that run side by side each have their own);
     `max_wait_s` is the Batcher's longest wait for live episodes still busy in their sandboxes.
+    `journal`: a JSONL file that each finished episode's row is appended to; episodes it already
+    holds (from a run that was stopped) are taken from it and not run again (`read_journal`).
     """
     guidance = guidance or {}
     jobs = [(inst, s) for inst in instances for s in range(group_size)]
-    done: list[Trajectory | None] = [None] * len(jobs)
-    bar = tqdm(total=len(jobs), desc=f"{label} i{iteration}", disable=not progress)
+    kept = read_journal(journal, iteration) if journal is not None else {}
+    if journal is not None:
+        Path(journal).parent.mkdir(parents=True, exist_ok=True)
+        if Path(journal).exists() and not Path(journal).read_bytes().endswith(b"\n"):
+            with open(journal, "a") as fh:  # end the line a stop cut short: appends start afresh
+                fh.write("\n")
+    done: list[Trajectory | None] = [kept.get((inst.instance_id, s)) for inst, s in jobs]
+    bar = tqdm(total=len(jobs), initial=sum(t is not None for t in done), desc=f"{label} i{iteration}",
+               disable=not progress)
+    lock = threading.Lock()
     try:
         with Batcher(engine, max_batch, max_wait_s, seed=seed) as batcher, ThreadPoolExecutor(max(1, workers)) as pool:
             def one(k: int) -> None:
                 inst, sample = jobs[k]
-                done[k] = run_one(inst, batcher, agent_cfg, sandbox_cfg, repo_store,
-                                  guidance.get(inst.instance_id, ""), temperature)
-                done[k].iteration, done[k].sample = iteration, sample
+                traj = run_one(inst, batcher, agent_cfg, sandbox_cfg, repo_store,
+                               guidance.get(inst.instance_id, ""), temperature)
+                traj.iteration, traj.sample = iteration, sample
+                done[k] = traj
+                if journal is not None and traj.termination != "error":  # a crash runs again
+                    with lock, open(journal, "a") as fh:
+                        fh.write(json.dumps(traj.to_row()) + "\n")
                 bar.update()
-            list(pool.map(one, range(len(jobs))))
+            list(pool.map(one, [k for k, t in enumerate(done) if t is None]))
     finally:
         bar.close()
         if out is not None:
             write_rollouts(out, [t for t in done if t is not None])
     return done  # type: ignore[return-value]
+
+
+def read_journal(path: str | Path, iteration: int) -> dict[tuple[str, int], Trajectory]:
+    """The episodes of iteration `iteration` that a journal holds, by (instance id, sample); a
+    last line cut short by a stopped run is left out (that episode runs again)."""
+    kept: dict[tuple[str, int], Trajectory] = {}
+    if not Path(path).exists():
+        return kept
+    for line in Path(path).read_text().splitlines():
+        try:
+            traj = Trajectory.from_row(json.loads(line))
+        except (ValueError, KeyError, TypeError):
+            continue
+        if traj.iteration == iteration:
+            kept[(traj.instance_id, traj.sample)] = traj
+    return kept
 
 
 def run_one(instance: Instance, engine: Any, agent_cfg: AgentConfig, sandbox_cfg: SandboxConfig,

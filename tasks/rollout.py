@@ -4,9 +4,14 @@ It serves three places in the DAG, told apart by `out`: the unguided rollout (`r
 guided re-attempt of failed instances (`rollouts_guided`, with `guidance_path`), and evaluation
 (`eval_rollouts`, G = eval.runs samples per instance, each one an independent run).
 
-The output is all-or-nothing: a crashed stage is rerun whole, never appended to, so no episode is
-lost or duplicated. Rerun episodes equal the first attempt's when the runner's sampling is
-reproducible (one worker and `engine.max_batch: 1` make it so; see `agent.batcher`). With the Ray
+The output is all-or-nothing: the artifact is written once, when every episode has finished, so no
+episode is lost or duplicated. A stage stopped midway (a session's end, a crash) goes on where it
+stopped: on a local run directory each shard appends its finished episodes to a journal beside the
+artifact (`.<out>-<input key>.shard<k>.jsonl`, keyed by the stage's inputs, removed once the
+artifact is written), and the rerun takes them from it (`agent.runner.run_rollouts`). Rerun
+episodes equal the first attempt's when the runner's sampling is reproducible (one worker and
+`engine.max_batch: 1` make it so; see `agent.batcher`); a resumed stage's remaining episodes are
+sampled afresh, so it equals an uninterrupted one in distribution, not token for token. With the Ray
 runner the instances are split into shards, one Ray task each (`tasks.shards`), and shard k
 samples from the stage's seed + k * SHARD_SEED_STRIDE, so shard 0 alone is the one-process run.
 The episodes' policy version is the iteration (step) whose policy sampled them.
@@ -56,11 +61,20 @@ def rollout(run_dir: str, iteration: int, instances_path: str, policy_dir: str, 
     if guidance is not None:
         instances = [i for i in instances if i.instance_id in guidance]
     url = artifact(run_dir, iteration, f"{out}.parquet")
+    folder = store.local_dir(iter_dir(run_dir, iteration))
+    journal = str(folder / f".{out}-{key[:16]}") if folder is not None else None
     with store.stage(iter_dir(run_dir, iteration), out, key) as st:
         rows = _sample(instances, policy_dir, cfg, group_size, iteration, guidance,
-                       SEED_OFFSETS.get(out, 0), out) if instances else []
+                       SEED_OFFSETS.get(out, 0), out, journal) if instances else []
         st.output("main", url, store.write_table(url, "rollouts", rows), rows=len(rows))
+    for path in folder.glob(f".{out}-{key[:16]}.shard*.jsonl") if folder is not None else ():
+        path.unlink()
     return url
+
+
+def journal_path(journal: str | None, shard: int) -> str | None:
+    """Shard `shard`'s journal of finished episodes (`agent.runner.run_rollouts`), or None."""
+    return f"{journal}.shard{shard}.jsonl" if journal else None
 
 
 @contextmanager
@@ -89,7 +103,7 @@ def policy_engine(cfg: Config, policy_dir: str, instances: list[Instance]) -> It
 
 def _sample(instances: list[Instance], policy_dir: str, cfg: Config, group_size: int,
             iteration: int, guidance: dict[str, str] | None, seed_offset: int,
-            label: str) -> list[dict]:
+            label: str, journal: str | None = None) -> list[dict]:
     """The episodes' rows in (instance, sample) order, from one Ray task per shard of the
     instances when the Ray runner is on (`tasks.shards`), else from this process."""
     from tasks.shards import map_shards, shard_count
@@ -100,7 +114,7 @@ def _sample(instances: list[Instance], policy_dir: str, cfg: Config, group_size:
         from agent.engines.served import shared_engine
         cfg = dataclasses.replace(cfg, engine=shared_engine(cfg.engine, policy_dir))
     return map_shards(_sample_shard, instances, cfg, policy_dir, group_size, iteration, guidance,
-                      seed_offset, label)
+                      seed_offset, label, journal)
 
 
 SHARD_SEED_STRIDE = 7_919
@@ -109,7 +123,7 @@ SHARD_SEED_STRIDE = 7_919
 
 def _sample_shard(shard: int, instances: list[Instance], cfg: Config, policy_dir: str,
                   group_size: int, iteration: int, guidance: dict[str, str] | None,
-                  seed_offset: int, label: str) -> list[dict]:
+                  seed_offset: int, label: str, journal: str | None = None) -> list[dict]:
     from agent.runner import run_rollouts
     seed = cfg.engine.seed + seed_offset + SHARD_SEED_STRIDE * shard
     with policy_engine(cfg, policy_dir, instances) as engine:
@@ -118,5 +132,5 @@ def _sample_shard(shard: int, instances: list[Instance], cfg: Config, policy_dir
                                     workers=cfg.orchestration.max_workers, seed=seed,
                                     max_batch=cfg.engine.max_batch,
                                     temperature=cfg.engine.temperature, progress=True,
-                                    label=label)
+                                    label=label, journal=journal_path(journal, shard))
     return [t.to_row(policy_version=iteration) for t in trajectories]

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 
 import pyarrow.parquet as pq
 
 from agent.batcher import Batcher
 from agent.engines.base import SamplingParams
-from agent.runner import run_rollouts
+from agent.runner import read_journal, run_rollouts
 from agent.scripted import ReplayPolicy, ScriptedPolicy
 from swe_rlvr.artifacts import check
 from swe_rlvr.config import AgentConfig
@@ -82,6 +83,36 @@ def test_runner_groups_batches_and_survives_crashes(tmp_path, tokenizer):
     rows = check("rollouts", pq.read_table(out)).to_pylist()
     assert [r["episode_id"] for r in rows][:2] == ["toy__calc-1/i3/s0", "toy__calc-1/i3/s1"]
     assert len(rows) == 9 and {r["termination"] for r in rows} == {"submitted", "error"}
+
+
+def test_a_stopped_run_goes_on_from_its_journal_and_crashes_run_again(tmp_path, tokenizer):
+    """Each finished episode is appended to the journal as it ends; a rerun takes the episodes the
+    journal holds (of its iteration; a line cut short by the stop is left out) and samples only
+    the others. An episode that crashed is not journaled: it runs again."""
+    store = tmp_path / "store"
+    instance = toy_instance(make_repo(store / "toy__calc"))
+    unknown = dataclasses.replace(instance, instance_id="toy__calc-2", problem_statement="Not scripted.")
+    journal = tmp_path / "iter_0" / ".rollouts-key.shard0.jsonl"
+    first = run_rollouts([instance, unknown], ScriptedPolicy(tokenizer, [instance]), AgentConfig(),
+                         toy_sandbox_cfg(tmp_path), store, group_size=2, iteration=0, workers=2,
+                         progress=False, journal=journal)
+    lines = journal.read_text().splitlines()
+    assert len(lines) == 2 and all('"submitted"' in line for line in lines)  # the crashes are not kept
+    journal.write_text(lines[0] + "\n" + lines[1][:40])                     # stopped mid-write
+    engine = Counting(ScriptedPolicy(tokenizer, [instance]))
+    again = run_rollouts([instance, unknown], engine, AgentConfig(), toy_sandbox_cfg(tmp_path), store,
+                         group_size=2, iteration=0, workers=2, progress=False, journal=journal)
+    assert [(t.instance_id, t.sample) for t in again] == [(t.instance_id, t.sample) for t in first]
+    kept = json.loads(lines[0])["sample"]                                  # the line that survived
+    assert again[kept].token_ids == first[kept].token_ids and again[kept].wall_s == first[kept].wall_s
+    rerun = 1 - kept                                                       # sampled again
+    assert again[rerun].termination == "submitted" and again[rerun].wall_s != first[rerun].wall_s
+    assert all(t.termination == "error" for t in again[2:])
+    assert sum(engine.sizes) >= 1 and len(journal.read_text().splitlines()) == 3
+    assert len(read_journal(journal, 0)) == 2
+    other = run_rollouts([instance], ScriptedPolicy(tokenizer, [instance]), AgentConfig(), toy_sandbox_cfg(tmp_path),
+                         store, group_size=1, iteration=1, workers=1, progress=False, journal=journal)
+    assert other[0].iteration == 1 and other[0].wall_s not in (first[0].wall_s, again[0].wall_s)
 
 
 def test_guided_episodes_in_the_runner(tmp_path, tokenizer):
