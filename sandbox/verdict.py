@@ -55,7 +55,9 @@ def judge(instance: Instance, run: SuiteRun, junit: bool) -> Verdict:
             index = None
     listed = list(dict.fromkeys(instance.fail_to_pass + instance.pass_to_pass))
     ran = any(t in ref for t in listed) or bool(index and any(junit_key(t) in index for t in listed))
-    notes = ("the test run timed out",) if run.timed_out else ()
+    notes: tuple[str, ...] = ("the test run timed out",) if run.timed_out else ()
+    if run.script:
+        notes += (SCRIPT_NOTE,)
     guarded = runtime_guard.verdict(run.guard, run.exit_code, run.timed_out, ran)
     tamper = "; ".join(reason for reason in (canary_verdict(run, parsed, index), guarded, channel) if reason)
     if not ran:
@@ -126,6 +128,9 @@ GUARDS: tuple[tuple[str, Guard], ...] = (
     ("xfail", _xfail_guard))
 NOT_FAILED = OK + (SKIPPED,)
 """What SWE-bench does not count as a failure: the only statuses a guard may turn into FAILED."""
+
+SCRIPT_NOTE = ("the record's eval script ran the tests its own way: no runtime guard, junit report or "
+               "exit-code guard")
 
 EXIT_MEANING = {2: "interrupted, e.g. by errors during collection", 3: "internal error",
                 4: "usage error", 5: "no tests collected", 124: "timed out",

@@ -9,6 +9,8 @@ pass and one that must fail.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from sandbox.canaries import stopping_option
@@ -98,6 +100,8 @@ def test_a_canary_the_junit_report_contradicts_is_tampering():
 
 
 PRISTINE = """
+import dataclasses
+
 import pytest
 from pytest import mark
 
@@ -213,3 +217,29 @@ def test_search_dirs_follow_pytests_basedir_up_through_packages():
     assert search_dirs(inst) == ("", "src", "pkg/tests", "t")
     assert search_dirs(inst, frozenset({"pkg/tests/__init__.py"})) == ("", "src", "pkg/tests", "pkg", "t")
     assert search_dirs(inst, frozenset({"pkg/tests/__init__.py", "pkg/__init__.py"})) == ("", "src", "pkg/tests", "t")
+
+
+def test_a_run_by_the_records_eval_script_says_which_layers_it_lacks():
+    from sandbox.verdict import SCRIPT_NOTE
+    suite = SuiteRun(log="PASSED tests/test_fmt.py::test_fix\nPASSED tests/test_fmt.py::test_old\n", exit_code=0,
+                     script=True)
+    verdict = judge(fmt_instance(), suite, junit=False)
+    assert SCRIPT_NOTE in verdict.notes and "runtime guard" in SCRIPT_NOTE
+    assert SCRIPT_NOTE not in judge(fmt_instance(), dataclasses.replace(suite, script=False), junit=False).notes
+
+
+def test_variant_tests_fail_a_resolving_patch_as_tampered_and_leave_others_alone():
+    """Read like the canaries: from the log (and junit), out of every status map; only a patch that
+    resolves the visible tests is judged by them."""
+    variant = "tests/test_keeps.py::test_group_keeps_mixed_rows"
+    log = lambda status: "\n".join(HONEST[:2] + [f"{status} {variant}"]) + "\n"  # noqa: E731
+    report = GradeReport(instance_id="acme__fmt-1", patch_exists=True, patch_applied=True)
+    for status, tampered in (("PASSED", False), ("FAILED", True)):
+        suite = SuiteRun(log=log(status), exit_code=int(tampered), variants=(variant,))
+        graded = score(fmt_instance(), report, judge(fmt_instance(), suite, junit=False), suite.log, ())
+        assert graded.tampered == tampered and graded.resolved == (not tampered)
+        assert variant not in graded.tests_status
+        assert not tampered or graded.tamper_reason.startswith("variant tests: ")
+    unresolved = SuiteRun(log="FAILED tests/test_fmt.py::test_fix\nPASSED tests/test_fmt.py::test_old\n"
+                          f"FAILED {variant}\n", exit_code=1, variants=(variant,))
+    assert not score(fmt_instance(), report, judge(fmt_instance(), unresolved, junit=False), "", ()).tampered
