@@ -51,9 +51,11 @@ def run_rollouts(instances: list[Instance], engine: Engine, agent_cfg: AgentConf
     kept = read_journal(journal, iteration) if journal is not None else {}
     if journal is not None:
         Path(journal).parent.mkdir(parents=True, exist_ok=True)
-        if Path(journal).exists() and not Path(journal).read_bytes().endswith(b"\n"):
-            with open(journal, "a") as fh:  # end the line a stop cut short: appends start afresh
-                fh.write("\n")
+        if Path(journal).exists() and Path(journal).stat().st_size:
+            with open(journal, "rb+") as fh:  # end the line a stop cut short: appends start afresh
+                fh.seek(-1, 2)
+                if fh.read(1) != b"\n":
+                    fh.write(b"\n")
     done: list[Trajectory | None] = [kept.get((inst.instance_id, s)) for inst, s in jobs]
     bar = tqdm(total=len(jobs), initial=sum(t is not None for t in done), desc=f"{label} i{iteration}",
                disable=not progress)

@@ -72,25 +72,23 @@ class Report:
     def __init__(self) -> None:
         self.data, self.dropped, self.eof = bytearray(), 0, False
 
-    def read(self, fd: int) -> None:
+    def read(self, fd: int) -> int:
+        """Read one chunk; its size (0 at end of file, or when nothing is there yet)."""
         try:
             chunk = os.read(fd, 1 << 16)
         except BlockingIOError:
-            return
-        if not chunk:
-            self.eof = True
+            return 0
+        self.eof = self.eof or not chunk
         room = max(0, REPORT_LIMIT - len(self.data))
         self.data += chunk[:room]
         self.dropped += max(0, len(chunk) - room)
+        return len(chunk)
 
     def drain(self, fd: int) -> None:
         """Read what is left without waiting (every writer is dead by now)."""
         os.set_blocking(fd, False)
-        while not self.eof:
-            before = len(self.data) + self.dropped
-            self.read(fd)
-            if len(self.data) + self.dropped == before and not self.eof:
-                return
+        while self.read(fd):
+            pass
 
 
 class Capture:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sandbox.base import SandboxError
-from sandbox.canaries import CANARY_WORDS, SYSTEM_RNG
+from sandbox.canaries import SYSTEM_RNG, canary_name
 from sandbox.logparse import OK, JunitIndex, junit_key
 from sandbox.suite_run import runs_pytest
 from sandbox.tamper import graded_files
@@ -55,25 +55,18 @@ def plant_variants(sb: Sandbox, instance: Instance, cfg: SandboxConfig,
     rng = rng or SYSTEM_RNG
     folder = files[0].rpartition("/")[0]
     taken = set(sb.execute(f"ls -1 -- {shlex.quote(folder or '.')} 2>/dev/null", timeout=60).output.split())
-    stem = _name(rng, taken | {f.rpartition("/")[2].removesuffix(".py") for f in files})
+    stem = canary_name(" ".join(taken | {f.rpartition("/")[2] for f in files}), rng)
     path = f"{folder}/{stem}.py" if folder else f"{stem}.py"
     names: list[str] = []
     for _ in cases:
-        names.append(_name(rng, {stem, *names}))
-    helpers = [_name(rng, set()).removeprefix("test") for _ in range(2)]
+        names.append(canary_name(" ".join([stem, *names]), rng))
+    helpers = [canary_name("", rng).removeprefix("test") for _ in range(2)]
     try:
         sb.write_file(path, variant_source(cases, names, helpers))
     except Exception as exc:  # noqa: BLE001 - any sandbox failure to write is the grader's
         raise SandboxError(f"Writing the variant tests to {path} failed ({exc}); "
                            f"sandbox.variant_tests=false grades without them") from exc
     return Planted(path=path, tests=tuple(f"{path}::{n}" for n in names))
-
-
-def _name(rng: random.Random, taken: set[str]) -> str:
-    while True:
-        name = "test_" + "_".join(rng.choice(words) for words in CANARY_WORDS)
-        if name not in taken and f"{name}.py" not in taken:
-            return name
 
 
 def variant_source(cases: list[Case], names: list[str], helpers: list[str]) -> str:

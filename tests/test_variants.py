@@ -180,5 +180,5 @@ def test_variant_names_are_drawn_and_differ_between_runs():
     b = variant_source(cases, ["test_b_0"], ["_p", "_q"])
     assert a != b and "def test_a_0" in a and "_x(" in a and "_p(" in b
     rng = random.Random(1)
-    from sandbox.variants import _name
-    assert _name(rng, set()) != _name(rng, set())
+    from sandbox.canaries import canary_name
+    assert canary_name("", rng) != canary_name("", rng)

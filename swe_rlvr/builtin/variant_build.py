@@ -13,10 +13,12 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from swe_rlvr.builtin import load_builtin
-from swe_rlvr.builtin.repository import copy_tree
+from swe_rlvr.builtin.repository import copy_tree, git
 from swe_rlvr.builtin.store import PROJECTS_DIR, project_name
 from swe_rlvr.builtin.variants import VARIANTS_PATH, Call, candidates, patch_sha, select_cases
 from swe_rlvr.instances import Instance
@@ -89,15 +91,21 @@ def target_functions(instance: Instance, tree: Path) -> set[tuple[str, str]]:
     return found
 
 
+@contextmanager
+def applied(tree: Path, patch: str, reverse: bool = False) -> Iterator[None]:
+    """`patch` applied to the plain tree `tree` (reverse-applied with `reverse`) for the block."""
+    apply = ("apply", "--unsafe-paths", f"--directory={tree}")
+    git(tree, *apply, *(("-R",) if reverse else ()), "-", stdin=patch)
+    try:
+        yield
+    finally:
+        git(tree, *apply, *(() if reverse else ("-R",)), "-", stdin=patch)
+
+
 def with_test_patch(instance: Instance, tree: Path) -> list[Call]:
     """The harvest with the instance's test patch applied (its new tests' inputs are visible too)."""
-    git = ["git", "apply", "--unsafe-paths", f"--directory={tree}"]
-    subprocess.run([*git, "-"], input=instance.test_patch, text=True, check=True, capture_output=True, cwd=tree)
-    try:
+    with applied(tree, instance.test_patch):
         return harvest(tree)
-    finally:
-        subprocess.run([*git, "-R", "-"], input=instance.test_patch, text=True, check=True, capture_output=True,
-                       cwd=tree)
 
 
 def _covers(node: ast.stmt, rows: set[int]) -> bool:
@@ -106,12 +114,8 @@ def _covers(node: ast.stmt, rows: set[int]) -> bool:
 
 def buggy_outcomes(instance: Instance, tree: Path, calls: list[Call]) -> list[tuple[str, ...] | None]:
     """The outcomes in `tree` with the gold patch reverse-applied (the instance's bug), restored after."""
-    git = ["git", "apply", "--unsafe-paths", f"--directory={tree}"]
-    subprocess.run([*git, "-R", "-"], input=instance.patch, text=True, check=True, capture_output=True, cwd=tree)
-    try:
+    with applied(tree, instance.patch, reverse=True):
         return outcomes(tree, calls)
-    finally:
-        subprocess.run([*git, "-"], input=instance.patch, text=True, check=True, capture_output=True, cwd=tree)
 
 
 def project_rows(project: str, instances: list[Instance]) -> tuple[list[dict], Counter]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import importlib
 import inspect
 import io
@@ -60,12 +61,18 @@ def harvest(out: str, pytest_args: list[str]) -> int:
     return int(code)
 
 
+@functools.cache
+def _signature(fn: object) -> inspect.Signature:
+    """Once per function: the profile hook sees every call of the suite."""
+    return inspect.signature(fn)  # type: ignore[arg-type]
+
+
 def bound_call(fn: object, values: dict) -> tuple[str, str] | None:
     """(args repr, kwargs repr) that call `fn` with the parameter `values` it started with; None if
     one is not a literal."""
     args: list = []
     kwargs: dict = {}
-    for name, param in inspect.signature(fn).parameters.items():  # type: ignore[arg-type]
+    for name, param in _signature(fn).parameters.items():
         value = values.get(name)
         if param.kind in (param.POSITIONAL_ONLY, param.POSITIONAL_OR_KEYWORD):
             args.append(value)

@@ -84,8 +84,10 @@ def is_literal(value: object) -> bool:
     """`repr(value)` reads back (with `ast.literal_eval`) as an equal value, and is short."""
     try:
         text = repr(value)
-        return len(text) <= MAX_REPR and type(ast.literal_eval(text)) is type(value) \
-            and ast.literal_eval(text) == value
+        if len(text) > MAX_REPR:
+            return False
+        back = ast.literal_eval(text)
+        return type(back) is type(value) and back == value
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return False
 
