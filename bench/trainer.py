@@ -214,12 +214,8 @@ def cpu_line(args: argparse.Namespace) -> str:
     import torch
 
     from swe_rlvr import precision
-    info = Path("/proc/cpuinfo").read_text().splitlines()
-    name = next((ln.split(":", 1)[1].strip() for ln in info if ln.startswith("model name")), "?")
-    flags = set(next((ln.split(":", 1)[1].split() for ln in info if ln.startswith("flags")), []))
-    shown = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
     bf16 = precision.autocast_enabled(args.autocast, torch.device("cpu"))
-    return (f"CPU: {name} ({', '.join(shown) or 'no AVX2'}); autocast {args.autocast}: "
+    return (f"CPU: {precision.cpu_description()}; autocast {args.autocast}: "
             f"{'bf16' if bf16 else 'fp32'} on every side")
 
 

@@ -31,6 +31,7 @@ from swe_rlvr.config_choices import (
     Advantage,
     Algorithm,
     Compile,
+    DecodeAttention,
     Device,
     Dtype,
     EngineName,
@@ -133,7 +134,7 @@ __all__ = [
     "PRESETS", "PRESET_DIR", "preset_names", "preset_values",
     # the choices
     "Preset", "InstanceFormat", "Tier", "SandboxBackend", "Isolation", "WorkingCopy", "Scaffold",
-    "EngineName", "Dtype", "Device", "GuidanceSource", "GuidancePart", "GuidanceTrigger",
+    "EngineName", "Dtype", "Device", "DecodeAttention", "GuidanceSource", "GuidancePart", "GuidanceTrigger",
     "GuidanceMode", "Algorithm", "Advantage", "LossAgg", "TrainerEngine", "Schedule", "Compile",
     "Objective", "ExpertStyle", "TaskRunner",
 ]

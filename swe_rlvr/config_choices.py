@@ -42,6 +42,8 @@ Dtype = Literal["auto", "float32", "bfloat16", "float16"]
 """Weights' dtype of the hf and vllm engines (auto: bf16 on GPU, fp32 on CPU)."""
 Device = Literal["auto", "cpu", "cuda"]
 """Where the hf engine or the torch trainer runs (auto: cuda when torch sees a GPU)."""
+DecodeAttention = Literal["auto", "grouped", "sdpa"]
+"""The hf engine's attention for decode steps (`agent.engines.attention.implementation`)."""
 
 GuidanceSource = Literal["rules", "teacher"]
 """Who writes the hint (`agent.recovery.make_source`)."""

@@ -62,6 +62,20 @@ def cpu_bf16() -> bool:
     return any(getattr(torch.cpu, name, lambda: False)() for name in probes)
 
 
+def cpu_description() -> str:
+    """This CPU's model name and the flags that decide bf16's speed, as lscpu lists them, for the
+    line beside every measured figure (e.g. "AMD EPYC 9B14 (avx2, avx512f, avx512_bf16)")."""
+    from pathlib import Path
+    try:
+        info = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return "unknown CPU"
+    name = next((ln.split(":", 1)[1].strip() for ln in info if ln.startswith("model name")), "?")
+    flags = set(next((ln.split(":", 1)[1].split() for ln in info if ln.startswith("flags")), []))
+    shown = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
+    return f"{name} ({', '.join(shown) or 'no AVX2'})"
+
+
 def warn_if_emulated(setting: str, device) -> None:
     """Log a warning when `setting` (e.g. "engine.dtype=bfloat16") asks for bf16 on a device
     that emulates it."""

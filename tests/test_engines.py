@@ -212,6 +212,30 @@ def test_prefix_cache_batches_new_prompts_beside_continued_ones(tiny):
         assert max(abs(a - b) for a, b in zip(got.logprobs, want.logprobs)) < LOGPROB_ATOL
 
 
+def test_equal_prompts_are_prefilled_once_and_sample_as_their_own_rows(tiny, monkeypatch):
+    """A group's G first turns are one prompt: the padded prefill runs it once (plus the other
+    prompt), each copy still samples from its own seed, and each copy's log-probs are a fresh
+    forward's. The recorded prefill work counts the tokens that ran, not the copies."""
+    from swe_rlvr import spans
+    eng = make_engine(EngineConfig(name="hf", model=str(tiny), torch_threads=1, max_batch=8))
+    prompts = _prompts(eng.tokenizer)
+    group = [prompts[0]] * 3 + [prompts[1]]
+    widths: list[int] = []
+    real = eng._prefill_padded
+    monkeypatch.setattr(eng, "_prefill_padded", lambda ps: widths.append(len(ps)) or real(ps))
+    before = spans.totals()
+    got = eng.generate(group, SamplingParams(max_new_tokens=10, seed=11))
+    assert widths == [2]
+    prefill = spans.delta(before, spans.totals())["prefill"]
+    assert (prefill.tokens, prefill.logits) == (len(prompts[0]) + len(prompts[1]), 2)
+    assert len({tuple(s.token_ids) for s in got[:3]}) > 1, "the copies sampled alike: one seed"
+    for i, (prompt, sample) in enumerate(zip(group, got)):
+        alone = eng.generate([prompt], SamplingParams(max_new_tokens=10, seed=11 + i))[0]
+        assert alone.token_ids == sample.token_ids
+        expected = _recompute_logprobs(tiny, prompt, sample.token_ids, 1.0)
+        assert torch.allclose(torch.tensor(sample.logprobs), expected, atol=LOGPROB_ATOL)
+
+
 def test_new_weights_empty_the_prefix_cache(tiny):
     eng, *_ = _two_turns(tiny, 1.0)
     assert len(eng.prefix_cache) == 3

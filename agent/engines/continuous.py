@@ -132,7 +132,7 @@ class Scheduler:
         with spans.span("prefill") as work:
             rows, logits, cached = eng.prefill_rows(prompts)
             work.tokens, work.keys = prefill_work([len(p) for p in prompts], cached)
-            work.logits = len(prompts)
+            work.logits = sum(c < len(p) for p, c in zip(prompts, cached))
         keep = batch.running
         old = [row_view(batch.layers(), i, batch.pads[i], batch.width) for i in keep]
         requests = [batch.rows[i] for i in keep] + new

@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from agent.engines import attention
 from agent.engines.base import UNFILTERED, Sample, SamplingParams, eos_ids
 from agent.engines.continuous import Request, Scheduler
 from agent.engines.kvcache import PrefixCache, RowKV, growing_cache, row_view
@@ -109,7 +110,9 @@ class HFEngine:
         from transformers import AutoModelForCausalLM
 
         with spans.span("model_load"):
-            model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=self.dtype)
+            model = AutoModelForCausalLM.from_pretrained(
+                model_dir, dtype=self.dtype,
+                attn_implementation=attention.implementation(self.cfg.decode_attention, self.device))
             self.model = model.to(self.device).eval()
         self.eos_ids = eos_ids(model.generation_config, self.tokenizer)
         pad = self.tokenizer.pad_token_id
@@ -128,20 +131,27 @@ class HFEngine:
 
     def prefill_rows(self, prompts: list[list[int]]) -> tuple[list[RowKV], torch.Tensor, list[int]]:
         """Each prompt's KV cache and its last position's logits: rows with a cached prefix run
-        their new tokens alone; rows without one run in one padded batch. Returns the per-row
-        caches (views, to be copied into a batch), the logits (n, V) and the tokens each row
-        found cached."""
+        their new tokens alone; rows without one run in one padded batch, where equal prompts run
+        once. Returns the per-row caches (views, to be copied into a batch), the logits (n, V) and
+        the tokens each row did not run (a prompt equal to an earlier one's: all of them)."""
         taken = ([self.prefix_cache.take(p) for p in prompts] if self.prefix_cache is not None
                  else [(0, None)] * len(prompts))
         misses = [i for i, (_, kv) in enumerate(taken) if kv is None]
         rows: list = [None] * len(prompts)
         logits: list = [None] * len(prompts)
-        if misses:
-            cache, mask, last = self._prefill_padded([prompts[i] for i in misses])
+        if misses:   # equal prompts (a group's first turns) run once and share their rows' views
+            first: dict[tuple[int, ...], int] = {}
+            for i in misses:
+                first.setdefault(tuple(prompts[i]), len(first))
+            cache, mask, last = self._prefill_padded([list(p) for p in first])
             batch = [(layer.keys, layer.values) for layer in cache.layers]
-            width = mask.shape[1]
-            for j, (i, real) in enumerate(zip(misses, mask.sum(-1).tolist())):
-                rows[i], logits[i] = row_view(batch, j, width - real, width), last[j]
+            width, real, seen = mask.shape[1], mask.sum(-1).tolist(), set()
+            for i in misses:
+                j = first[tuple(prompts[i])]
+                rows[i], logits[i] = row_view(batch, j, width - real[j], width), last[j]
+                if j in seen:                        # a copy of an earlier row: no token ran
+                    taken[i] = (len(prompts[i]), None)
+                seen.add(j)
         for i, (prompt, (n, kv)) in enumerate(zip(prompts, taken)):
             if kv is None:
                 continue
