@@ -159,6 +159,10 @@ class Ladder:
     """A warm-up checkpoint every seed's warmup arm evaluates instead of training its own."""
     meta: dict | None = None
     """`tasks.ladder_results.ladder_meta` of this invocation, when results_dir is set."""
+    mixed_window: int = 0
+    """RL arms sample a fixed window of this many instances, those whose sampling in the rft arm
+    of the same seed was split between resolved and unresolved (`window_overrides`); 0: the
+    config's own instances."""
 
     def seed_overrides(self, arm: Arm, seed: int, policy: str) -> list[str]:
         return [*self.overrides, *arm_overrides(arm, self.cfg), f"engine.model={policy}",
@@ -225,13 +229,15 @@ def plan_ladder(config: str | Path | None = None, overrides: Sequence[str] = (),
 def run_ladder(config: str | Path | None = None, overrides: Sequence[str] = (), seeds: int = 3,
                arms: Sequence[str] = tuple(ARMS), out: str | Path = "runs/ladder",
                only_seeds: Sequence[int] = (), base_rate: float = PLAN_BASE_RATE,
-               results_dir: str | Path | None = None, shared_warmup: str | None = None) -> str:
+               results_dir: str | Path | None = None, shared_warmup: str | None = None,
+               mixed_window: int = 0) -> str:
     """Run (or resume) the ladder; returns the path of report.md. `only_seeds` (a subset of
     0..seeds-1) runs just those; the report still covers every seed that has a result.
     `base_rate`: the pass@1 the design's minimum detectable difference assumes. `results_dir`:
     every (arm, seed) result, finished now or earlier, is also merged into its committable
     `results_dir/seed-<s>.json` (`tasks.ladder_results`). `shared_warmup`: a warm-up checkpoint
-    that every seed's warmup arm evaluates instead of training one (module docstring)."""
+    that every seed's warmup arm evaluates instead of training one (module docstring).
+    `mixed_window`: `Ladder.mixed_window`."""
     from flows.preflight import preflight
     if seeds < 1:
         raise ConfigError(f"--seeds must be at least 1 (got {seeds}); use 3 or more for a CI.")
@@ -245,7 +251,7 @@ def run_ladder(config: str | Path | None = None, overrides: Sequence[str] = (), 
     check_ladder(cfg)
     preflight(cfg)
     ladder = Ladder(str(config) if config else None, overrides, cfg, out, list(range(seeds)),
-                    arms_to_run(list(arms)), base_rate)
+                    arms_to_run(list(arms)), base_rate, mixed_window=mixed_window)
     if shared_warmup is not None:
         if not (Path(shared_warmup) / "config.json").exists():
             raise ConfigError(f"--shared-warmup {shared_warmup} is not a model checkpoint (no "
@@ -255,8 +261,8 @@ def run_ladder(config: str | Path | None = None, overrides: Sequence[str] = (), 
     if results_dir is not None:
         from tasks.ladder_results import ladder_meta
         ladder.results_dir = Path(results_dir).resolve()
-        ladder.meta = ladder_meta(cfg, ladder.config, overrides, eval_instance_count(cfg),
-                                  ladder.shared_warmup)
+        ladder.meta = {**ladder_meta(cfg, ladder.config, overrides, eval_instance_count(cfg),
+                                     ladder.shared_warmup), "mixed_window": mixed_window}
     out.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
     parent = ladder_tracking.tracking_run(cfg, out, None)
@@ -294,10 +300,14 @@ def _run_arm_seed(ladder: Ladder, arm: Arm, seed: int, arm_run: str) -> dict:
         arm, policy = SHARED_WARMUP, str(ladder.shared_warmup)
     log.info("ladder: %s seed %d %s %s", arm.name, seed,
              "evaluates the shared warm-up" if shared else "starting from", policy)
+    window = (window_overrides(policy, ladder.mixed_window)
+              if ladder.mixed_window and arm.flow == "train" and arm.parent == "rft" else [])
     began = time.monotonic()
-    result = _flow(arm.flow)(ladder.config, ladder.seed_overrides(arm, seed, policy))
+    result = _flow(arm.flow)(ladder.config, ladder.seed_overrides(arm, seed, policy) + window)
     from tasks.ladder_report import seed_result
     row = inherit_start(seed_result(arm.name, seed, result, time.monotonic() - began), parent)
+    if window:
+        row = {**row, "train_ids": window[0].split("=", 1)[1]}
     if shared:
         from tasks.ladder_results import checkpoint_digest
         row = {**row, "policy": policy, "shared_warmup": checkpoint_digest(policy)}
@@ -310,6 +320,28 @@ def _run_arm_seed(ladder: Ladder, arm: Arm, seed: int, arm_run: str) -> dict:
              row["format_error_rate"], row["submit_rate"], row["mean_turns"])
     _record(ladder, row)
     return row
+
+
+def window_overrides(policy: str, size: int) -> list[str]:
+    """A fixed RL window: the first `size` instances whose RFT sampling (the stage that trained
+    the rft arm's checkpoint `policy`) was split between resolved and unresolved episodes. Nebius
+    filter their RL pool to such instances; a fixed window makes the train resolve rate a curve
+    over the same instances."""
+    from swe_rlvr import artifacts, curriculum
+    from tasks import store
+    stage = Path(policy).parent
+    episodes = artifacts.outcomes(store.read_rows(str(stage / "rollouts.parquet"), "rollouts"),
+                                  store.read_rows(str(stage / "validations.parquet"), "validations"))
+    ids = curriculum.mixed(curriculum.accumulate({}, episodes), size)
+    if not ids:
+        raise ConfigError(f"--mixed-window: no instance of the rft arm's sampling in {stage} was "
+                          f"resolved in some episodes and not in others; give the rft arm more "
+                          f"instances (instances.limit) or run without --mixed-window.")
+    if len(ids) < size:
+        log.warning("ladder: the rft arm's sampling split only %d instances, fewer than the "
+                    "--mixed-window %d; RL samples those", len(ids), size)
+    return [f"instances.train_ids=[{','.join(ids)}]", f"instances.limit={len(ids)}",
+            "instances.rotate=false"]
 
 
 def _record(ladder: Ladder, row: dict) -> None:

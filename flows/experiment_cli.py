@@ -54,6 +54,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="a warm-up checkpoint every seed's warmup arm evaluates instead of "
                              "training its own (the seeds then vary the RL and evaluation "
                              "sampling only; the report says so)")
+    ladder.add_argument("--mixed-window", type=int, default=0, metavar="N",
+                        help="RL arms sample a fixed window of N instances: those whose "
+                             "sampling in the seed's rft arm was split between resolved and "
+                             "unresolved (set instances.limit above N for the rft arm's "
+                             "sampling); 0: the config's own instances (default)")
     ladder.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                         help="dotted overrides, e.g. orchestration.iterations=2 eval.runs=3")
     ladder.set_defaults(handler=_ladder)
@@ -91,7 +96,7 @@ def _ladder(args: argparse.Namespace) -> int:
                          f"(got {args.only_seeds!r})") from None
     report = run_ladder(args.config, args.overrides, seeds=args.seeds, arms=arms, out=args.out,
                         only_seeds=only, base_rate=args.base_rate, results_dir=args.results_dir,
-                        shared_warmup=args.shared_warmup)
+                        shared_warmup=args.shared_warmup, mixed_window=args.mixed_window)
     print(Path(report).read_text())
     print(f"report: {report}")
     return 0

@@ -37,6 +37,10 @@ class InstancesConfig:
     Sharing instances with eval.split is refused unless eval.share_train_instances is on."""
     ids: tuple[str, ...] = ()
     """Restrict to these instance ids (empty: all of the split)."""
+    train_ids: tuple[str, ...] = ()
+    """Restrict what RFT and RL sample to these ids, within the part of the train split they draw
+    from (the expert warm-up's demonstrations and the evaluation are not restricted; empty: no
+    restriction). The ladder's `--mixed-window` sets them per seed."""
     tiers: tuple[Tier, ...] = ()
     """Restrict training and evaluation to these difficulty tiers, e.g. [easy] (empty: all)."""
     limit: int = 0

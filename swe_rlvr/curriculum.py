@@ -60,3 +60,10 @@ def to_rows(history: dict[str, Record], max_rate: float, min_tries: int) -> list
 def from_rows(rows: Iterable[dict]) -> dict[str, Record]:
     return {r["instance_id"]: Record(r["instance_id"], int(r["attempts"]), int(r["solved"]))
             for r in rows}
+
+
+def mixed(history: dict[str, Record], limit: int) -> list[str]:
+    """The first `limit` instances (in `history`'s order) whose attempts were split between
+    resolved and unresolved: the groups that carry a DAPO signal at this policy (0: all)."""
+    split = [r.instance_id for r in history.values() if 0 < r.solved < r.attempts]
+    return split[:limit] if limit else split

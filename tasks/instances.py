@@ -31,16 +31,19 @@ EVAL_OUT = "eval_instances"
 
 def select(instances: list, split: str, ids: tuple[str, ...], limit: int, offset: int,
            tiers: tuple[str, ...] = (), part: str = "all", expert_share: float = 1.0,
-           retired: frozenset[str] = frozenset()) -> list:
+           retired: frozenset[str] = frozenset(), train_ids: tuple[str, ...] = ()) -> list:
     """`window(pool(...), limit, offset)`."""
-    return window(pool(instances, split, ids, tiers, part, expert_share, retired), limit, offset)
+    return window(pool(instances, split, ids, tiers, part, expert_share, retired, train_ids),
+                  limit, offset)
 
 
 def pool(instances: list, split: str, ids: tuple[str, ...] = (), tiers: tuple[str, ...] = (),
-         part: str = "all", expert_share: float = 1.0, retired: frozenset[str] = frozenset()
-         ) -> list:
+         part: str = "all", expert_share: float = 1.0, retired: frozenset[str] = frozenset(),
+         train_ids: tuple[str, ...] = ()) -> list:
     """The split's instances (or just `ids`; only `tiers` where given) in stable hash order, cut
-    to `part` (`split_parts`), without the curriculum's `retired` ids."""
+    to `part` (`split_parts`), then to `train_ids` where given, without the curriculum's
+    `retired` ids. `train_ids` come after the cut, so they cannot move an instance between the
+    warm-up's part and RL's."""
     problem = split_problem(split, "The split")
     if problem:
         raise ValueError(problem)
@@ -61,6 +64,13 @@ def pool(instances: list, split: str, ids: tuple[str, ...] = (), tiers: tuple[st
     if not chosen:
         raise ValueError(f"orchestration.expert_share={expert_share} leaves no {part!r} instances "
                          f"of split {split!r}; choose a share strictly between 0 and 1.")
+    if train_ids:
+        outside = sorted(set(train_ids) - {i.instance_id for i in chosen})
+        if outside:
+            raise ValueError(f"instances.train_ids holds {len(outside)} id(s) outside the {part!r} "
+                             f"part of split {split!r}: {', '.join(outside[:5])}; take them from "
+                             f"that part (`swe-rlvr experiment ladder --mixed-window` does).")
+        chosen = [i for i in chosen if i.instance_id in set(train_ids)]
     kept = [i for i in chosen if i.instance_id not in retired]
     if not kept:
         raise ValueError(f"The curriculum retired all {len(chosen)} instances of the pool (each "
@@ -138,8 +148,9 @@ def instances(run_dir: str, iteration: int, cfg: Config, split: str, out: str = 
                             skip_invalid=cfg.instances.skip_invalid)
     retired = frozenset(r["instance_id"] for r in store.read_rows(curriculum_path, "curriculum")
                         if r["retired"]) if curriculum_path else frozenset()
+    train_ids = cfg.instances.train_ids if out != EVAL_OUT and part != "expert" else ()
     everyone = pool(loaded.instances, split, cfg.instances.ids, cfg.instances.tiers, part, share,
-                    retired)
+                    retired, train_ids)
     chosen = window(everyone, limit, offset)
     url = artifact(run_dir, iteration, f"{out}.parquet")
     with store.stage(iter_dir(run_dir, iteration), out, key) as st:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from swe_rlvr.artifacts import outcomes
-from swe_rlvr.curriculum import Record, accumulate, from_rows, retire_reason, to_rows
+from swe_rlvr.curriculum import Record, accumulate, from_rows, mixed, retire_reason, to_rows
 
 
 def roll(eid: str, iid: str, guided: bool = False, termination: str = "submitted") -> dict:
@@ -34,6 +34,13 @@ def test_history_counts_unguided_samples_only():
     # crashed). C: its one episode failed on infrastructure, so no attempt at all.
     assert h == {"A": Record("A", 4, 3), "B": Record("B", 1, 0)}
     assert from_rows(to_rows(h, 2 / 3, 2)) == h
+
+
+def test_mixed_keeps_the_split_instances_in_order_up_to_the_limit():
+    h = {"A": Record("A", 4, 4), "B": Record("B", 4, 1), "C": Record("C", 4, 0),
+         "D": Record("D", 4, 3), "E": Record("E", 2, 1)}
+    assert mixed(h, 0) == ["B", "D", "E"]       # A always, C never: no signal
+    assert mixed(h, 2) == ["B", "D"]
 
 
 @pytest.mark.parametrize("attempts, solved, reason", [

@@ -347,3 +347,40 @@ def test_a_shared_warm_up_is_evaluated_per_seed_not_trained(ladder, tiny_model_d
     from tasks.ladder_results import write_committed_report
     text = write_committed_report(tmp_path / "committed", tmp_path / "report.md")
     assert "one warm-up shared by every seed" in text
+
+
+def test_the_mixed_window_is_the_rft_samplings_split_instances(tmp_path):
+    """window_overrides reads the rft stage's real artifacts beside its checkpoint: of three
+    instances sampled twice, only the one resolved once and not the other time is kept."""
+    from flows.experiment import window_overrides
+    from swe_rlvr.config import ConfigError, load_config
+    from tasks import store
+    stage = tmp_path / "rft" / "iter_0"
+    (stage / "checkpoint").mkdir(parents=True)
+    wins = {("A", 0): True, ("A", 1): True, ("B", 0): True, ("B", 1): False,
+            ("C", 0): False, ("C", 1): False}
+    rollouts = [_full_row("rollouts", episode_id=f"{i}{s}", instance_id=i, sample=s,
+                          termination="submitted") for i, s in wins]
+    grades = [_full_row("validations", episode_id=f"{i}{s}", instance_id=i, resolved=won)
+              for (i, s), won in wins.items()]
+    store.write_table(str(stage / "rollouts.parquet"), "rollouts", rollouts)
+    store.write_table(str(stage / "validations.parquet"), "validations", grades)
+    got = window_overrides(str(stage / "checkpoint"), 8)
+    assert got == ["instances.train_ids=[B]", "instances.limit=1", "instances.rotate=false"]
+    assert load_config("configs/ladder.yaml", got).instances.train_ids == ("B",)
+    store.write_table(str(stage / "validations.parquet"), "validations",
+                      [{**g, "resolved": False} for g in grades])
+    with pytest.raises(ConfigError, match="no instance of the rft arm's sampling"):
+        window_overrides(str(stage / "checkpoint"), 8)
+
+
+def _full_row(name: str, **values) -> dict:
+    """A row of the versioned `name` table: each column's type's zero, then `values`."""
+    import pyarrow as pa
+
+    from swe_rlvr.artifacts import versioned
+    zero = {pa.types.is_string: "", pa.types.is_boolean: False, pa.types.is_integer: 0,
+            pa.types.is_floating: 0.0, pa.types.is_list: []}
+    row = {f.name: next((z for test, z in zero.items() if test(f.type)), None)
+           for f in versioned(name)}
+    return {**row, **values}

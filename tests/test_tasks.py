@@ -196,6 +196,19 @@ def test_select_orders_by_a_stable_hash_and_cuts_the_expert_and_rl_parts():
         select(pool, "train", ("a",), 0, 0, part="rl", expert_share=0.9)
 
 
+def test_train_ids_restrict_the_rl_part_after_the_cut_and_name_ids_outside_it():
+    """`train_ids` come after the expert/rl cut: the parts stay those of the whole split (d, c
+    expert; b, a rl, as above), so a window of RL ids cannot pull in a demonstrated instance."""
+    from tasks.instances import select
+    pool = [_Inst(i) for i in "abcd"]
+    ids = lambda xs: [x.instance_id for x in xs]  # noqa: E731
+    assert ids(select(pool, "train", (), 0, 0, part="rl", expert_share=0.5, train_ids=("a",))) == ["a"]
+    assert ids(select(pool, "train", (), 1, 3, part="rl", expert_share=0.5,
+                      train_ids=("a", "b"))) == ["a"]    # window 3 of 1 over [b, a]
+    with pytest.raises(ValueError, match="outside the 'rl' part of split 'train': c, d"):
+        select(pool, "train", (), 0, 0, part="rl", expert_share=0.5, train_ids=("a", "d", "c"))
+
+
 def test_reward_task_scores_unguided_and_guided_episodes(tmp_path):
     from tasks.reward import reward
     cfg = load_config(None, ["algorithm.group_size=2"])
