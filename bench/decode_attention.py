@@ -13,6 +13,7 @@ ms per step, sdpa/grouped, and each bf16 kernel's largest log-prob deviation fro
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 import time
@@ -29,11 +30,17 @@ from swe_rlvr.precision import cpu_description, engine_dtype  # noqa: E402
 KERNELS = {"grouped": ATTENTION, "sdpa": "sdpa"}
 
 
+@functools.cache
+def load(model_dir: str, impl: str, dtype: torch.dtype):
+    """The model with attention `impl` in `dtype`, loaded once for every batch shape."""
+    from transformers import AutoModelForCausalLM
+    return AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, attn_implementation=impl).eval()
+
+
 def decode_steps(model_dir: str, impl: str, dtype: torch.dtype, ids: torch.Tensor, pad: int,
                  steps: int) -> tuple[torch.Tensor, list[float]]:
     """The first decode step's log-probs (B, V) and the seconds of each later step."""
-    from transformers import AutoModelForCausalLM
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, attn_implementation=impl).eval()
+    model = load(model_dir, impl, dtype)
     rows, width = ids.shape
     mask = torch.ones(rows, width, dtype=torch.long)
     mask[0, :pad] = 0

@@ -261,8 +261,8 @@ def run_ladder(config: str | Path | None = None, overrides: Sequence[str] = (), 
     if results_dir is not None:
         from tasks.ladder_results import ladder_meta
         ladder.results_dir = Path(results_dir).resolve()
-        ladder.meta = {**ladder_meta(cfg, ladder.config, overrides, eval_instance_count(cfg),
-                                     ladder.shared_warmup), "mixed_window": mixed_window}
+        ladder.meta = ladder_meta(cfg, ladder.config, overrides, eval_instance_count(cfg),
+                                  ladder.shared_warmup, mixed_window)
     out.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
     parent = ladder_tracking.tracking_run(cfg, out, None)

@@ -62,18 +62,27 @@ def cpu_bf16() -> bool:
     return any(getattr(torch.cpu, name, lambda: False)() for name in probes)
 
 
+BF16_FLAGS = ("amx_bf16", "avx2", "avx512_bf16")
+"""/proc/cpuinfo flags that decide where bf16 pays (`cpu_bf16`)."""
+
+
+def cpu_info(text: str) -> tuple[str, list[str]]:
+    """(model name, the BF16_FLAGS it has) of /proc/cpuinfo's text ("unknown", [] without it)."""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    return fields.get("model name", "unknown"), sorted(set(fields.get("flags", "").split())
+                                                       & set(BF16_FLAGS))
+
+
 def cpu_description() -> str:
-    """This CPU's model name and the flags that decide bf16's speed, as lscpu lists them, for the
-    line beside every measured figure (e.g. "AMD EPYC 9B14 (avx2, avx512f, avx512_bf16)")."""
+    """This CPU's model name and its BF16_FLAGS, for the line beside every measured figure (e.g.
+    "AMD EPYC 9B14 (avx2, avx512_bf16)")."""
     from pathlib import Path
-    try:
-        info = Path("/proc/cpuinfo").read_text().splitlines()
-    except OSError:
-        return "unknown CPU"
-    name = next((ln.split(":", 1)[1].strip() for ln in info if ln.startswith("model name")), "?")
-    flags = set(next((ln.split(":", 1)[1].split() for ln in info if ln.startswith("flags")), []))
-    shown = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
-    return f"{name} ({', '.join(shown) or 'no AVX2'})"
+    info = Path("/proc/cpuinfo")
+    name, flags = cpu_info(info.read_text() if info.exists() else "")
+    return f"{name} ({', '.join(flags) or 'no AVX2'})"
 
 
 def warn_if_emulated(setting: str, device) -> None:

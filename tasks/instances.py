@@ -65,12 +65,13 @@ def pool(instances: list, split: str, ids: tuple[str, ...] = (), tiers: tuple[st
         raise ValueError(f"orchestration.expert_share={expert_share} leaves no {part!r} instances "
                          f"of split {split!r}; choose a share strictly between 0 and 1.")
     if train_ids:
-        outside = sorted(set(train_ids) - {i.instance_id for i in chosen})
+        wanted = set(train_ids)
+        outside = sorted(wanted - {i.instance_id for i in chosen})
         if outside:
             raise ValueError(f"instances.train_ids holds {len(outside)} id(s) outside the {part!r} "
                              f"part of split {split!r}: {', '.join(outside[:5])}; take them from "
                              f"that part (`swe-rlvr experiment ladder --mixed-window` does).")
-        chosen = [i for i in chosen if i.instance_id in set(train_ids)]
+        chosen = [i for i in chosen if i.instance_id in wanted]
     kept = [i for i in chosen if i.instance_id not in retired]
     if not kept:
         raise ValueError(f"The curriculum retired all {len(chosen)} instances of the pool (each "

@@ -38,11 +38,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from swe_rlvr.config import Config, ConfigError
+from swe_rlvr.precision import cpu_info
 
 FORMAT = 1
 ROOT = Path(__file__).resolve().parents[1]
-BF16_FLAGS = ("amx_bf16", "avx2", "avx512_bf16")
-"""/proc/cpuinfo flags that decide where bf16 pays (`swe_rlvr.precision`)."""
 PROTOCOL = ("eval_split", "eval_instances", "eval_runs", "instances", "hardware.device",
             "shared_warmup")
 """What every arm of a file, and every seed pooled in a report, must share."""
@@ -78,16 +77,6 @@ def _strings(value, key: str = "") -> list[tuple[str, str]]:
 # --------------------------------------------------------------------------- provenance
 
 
-def cpu_info(text: str) -> tuple[str, list[str]]:
-    """(model name, the BF16_FLAGS it has) of /proc/cpuinfo's text ("unknown", [] without it)."""
-    fields: dict[str, str] = {}
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        fields.setdefault(key.strip(), value.strip())
-    return fields.get("model name", "unknown"), sorted(set(fields.get("flags", "").split())
-                                                       & set(BF16_FLAGS))
-
-
 def hardware(device_setting: str) -> dict:
     """The device a setting such as engine.device resolves to here, the CPU and the GPU."""
     from swe_rlvr.precision import pick_device
@@ -115,7 +104,7 @@ def git_state(root: Path = ROOT) -> tuple[str, bool]:
 
 
 def ladder_meta(cfg: Config, config: str | None, overrides: Sequence[str], instances: int,
-                shared_warmup: str | None = None) -> dict:
+                shared_warmup: str | None = None, mixed_window: int = 0) -> dict:
     """What produced the arms of one ladder invocation: commit, config, overrides, evaluation
     protocol (`instances`: how many the evaluation grades), hardware, and the digest of the
     warm-up shared across seeds (None: each seed trains its own)."""
@@ -124,7 +113,8 @@ def ladder_meta(cfg: Config, config: str | None, overrides: Sequence[str], insta
             "overrides": list(overrides), "eval_split": cfg.eval.split,
             "eval_instances": instances, "eval_runs": cfg.eval.runs,
             "hardware": hardware(cfg.engine.device),
-            "shared_warmup": checkpoint_digest(shared_warmup) if shared_warmup else None}
+            "shared_warmup": checkpoint_digest(shared_warmup) if shared_warmup else None,
+            "mixed_window": mixed_window}
 
 
 def checkpoint_digest(path: str) -> str:

@@ -140,14 +140,13 @@ class HFEngine:
         rows: list = [None] * len(prompts)
         logits: list = [None] * len(prompts)
         if misses:   # equal prompts (a group's first turns) run once and share their rows' views
-            first: dict[tuple[int, ...], int] = {}
-            for i in misses:
-                first.setdefault(tuple(prompts[i]), len(first))
-            cache, mask, last = self._prefill_padded([list(p) for p in first])
+            keys = [tuple(prompts[i]) for i in misses]
+            first = {key: j for j, key in enumerate(dict.fromkeys(keys))}   # prompt -> its row
+            cache, mask, last = self._prefill_padded([list(key) for key in first])
             batch = [(layer.keys, layer.values) for layer in cache.layers]
             width, real, seen = mask.shape[1], mask.sum(-1).tolist(), set()
-            for i in misses:
-                j = first[tuple(prompts[i])]
+            for i, key in zip(misses, keys):
+                j = first[key]
                 rows[i], logits[i] = row_view(batch, j, width - real[j], width), last[j]
                 if j in seen:                        # a copy of an earlier row: no token ran
                     taken[i] = (len(prompts[i]), None)
