@@ -5,7 +5,8 @@ CPU mode (default): a random 4-layer, 256-wide Qwen2 (--layers, --width) and 16 
 trajectories, advantages and old log-probs, AdamW, grad-clip 1.0, no gradient checkpointing, no
 KL, eps (0.2, 0.28), the DAPO token mean over the whole batch. Timed: one optimiser step (forward,
 backward, clip, AdamW). Not timed: old log-probs (given to all), and the one-off compile.
-- swe-rlvr: first-fit-decreasing packing into rows of --pack-tokens, per-segment causal SDPA,
+- swe-rlvr: first-fit-decreasing packing into rows of --pack-tokens, per-segment causal attention
+  (`trainer.attention`, --attention: auto is blockwise on the CPU),
   LM head only on action positions, fused AdamW; measured twice, eager and with
   `trainer.compile: true` (compiled decoder layers), as two sides of the same run.
 - TRL: `GRPOTrainer._compute_loss` of a real (tiny) trainer, driven on padded micro-batches of
@@ -89,6 +90,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="CPU mode: rank of the LoRA sides (ours and TRL+peft); 0 leaves them out")
     p.add_argument("--autocast", default="auto", choices=("auto", "bf16", "fp32"),
                    help="CPU mode: bf16 autocast of every side (trainer.autocast's rule)")
+    p.add_argument("--attention", default="auto", choices=("auto", "blockwise", "sdpa"),
+                   help="our sides' trainer.attention (auto: blockwise on the CPU)")
     p.add_argument("--no-memory", action="store_true", help="CPU mode: skip the peak-memory processes")
     p.add_argument("--peak-of", default=None, help=argparse.SUPPRESS)   # a memory process's side
     return p.parse_args(argv)
@@ -147,7 +150,7 @@ class OursStep:
 
     def __init__(self, model_dir: Path, episodes, pack_tokens: int, device: str = "cpu",
                  grad_ckpt: bool = False, compile: bool = False, lora: int = 0,
-                 autocast: str = "auto"):
+                 autocast: str = "auto", attention: str = "auto"):
         import torch
 
         from swe_rlvr.config import TrainerConfig
@@ -156,7 +159,7 @@ class OursStep:
         from trainer.packing import pack
         cfg = TrainerConfig(device=device, grad_checkpointing=grad_ckpt, pack_tokens=pack_tokens,
                             compile=compile, torch_threads=torch.get_num_threads(),
-                            lora=LoraConfig(r=lora), autocast=autocast)
+                            lora=LoraConfig(r=lora), autocast=autocast, attention=attention)
         self.engine = TorchEngine(model_dir, cfg, lr=1e-6, total_steps=1000)
         self.rows = pack(episodes, pack_tokens)
         self.num_actions = sum(r.num_actions for r in self.rows)
@@ -203,7 +206,7 @@ def make_side(name: str, model_dir: Path, eps, args: argparse.Namespace, tmp: Pa
     lora = args.lora_r if "LoRA" in name or "peft" in name else 0
     if name.startswith("swe-rlvr"):
         return OursStep(model_dir, eps, args.pack_tokens, compile="compiled" in name, lora=lora,
-                        autocast=args.autocast)
+                        autocast=args.autocast, attention=args.attention)
     from bench.trl_steps import trl_step
     return trl_step(model_dir, eps, args.trl_micro_batch, tmp / name.replace("+", "-"), lora,
                     args.autocast)
@@ -216,7 +219,7 @@ def cpu_line(args: argparse.Namespace) -> str:
     from swe_rlvr import precision
     bf16 = precision.autocast_enabled(args.autocast, torch.device("cpu"))
     return (f"CPU: {precision.cpu_description()}; autocast {args.autocast}: "
-            f"{'bf16' if bf16 else 'fp32'} on every side")
+            f"{'bf16' if bf16 else 'fp32'} on every side; our attention {args.attention}")
 
 
 def run_peak(args: argparse.Namespace) -> None:

@@ -71,6 +71,8 @@ Schedule = Literal["cosine", "constant"]
 Compile = Literal["auto"]
 Autocast = Literal["auto", "bf16", "fp32"]
 """Mixed precision of the torch trainer's forward and backward (`trainer.engine_torch`)."""
+TrainAttention = Literal["auto", "blockwise", "sdpa"]
+"""The torch trainer's attention within each packed segment (`trainer.forward.attention_kernel`)."""
 """trainer.compile's third value beside true and false: on for CUDA only."""
 
 Objective = Literal["pointwise", "pairwise"]

@@ -22,6 +22,7 @@ from swe_rlvr.config_choices import (
     RayAuthMode,
     Schedule,
     TaskRunner,
+    TrainAttention,
     TrainerEngine,
 )
 
@@ -143,6 +144,12 @@ class TrainerConfig:
     natively: a GPU with bf16, a CPU with AVX512-BF16 or AMX; `swe_rlvr.precision`). On a CPU
     with AMX, bf16 GEMMs ran 3.1x fp32's (bench.iteration's rates) and a 4,000-token SmolLM2
     training step 1.6x; on an AVX2 CPU, which emulates bf16, they ran 65x slower."""
+    attention: TrainAttention = "auto"
+    """torch engine: the causal attention within each packed segment. blockwise: query blocks
+    through batched matmuls with a hand-written backward (`trainer.blockwise`; on SmolLM2's shape
+    on a 2-core AVX512-BF16 CPU, forward and backward ran ~2.5x faster than SDPA in bf16 and ~1.3x
+    in fp32, `bench/segment_attention.py`); sdpa: torch's SDPA per segment, or one varlen
+    flash-attention call per row on CUDA; auto: blockwise on the CPU, sdpa on a GPU."""
     schedule: Schedule = "cosine"
     """LR schedule for SFT/RFT: cosine or constant (Nebius: cosine)."""
     warmup_steps: int = 0

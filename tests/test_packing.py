@@ -356,18 +356,19 @@ def test_compiled_layers_do_not_recompile_for_new_segment_layouts(tiny_model_dir
             packed_logprobs(model, row)[0].sum().backward()
 
 
+@pytest.mark.parametrize("blockwise", [False, True], ids=["sdpa", "blockwise"])
 @pytest.mark.parametrize("length", [70, 128])
-def test_padded_segment_attention_equals_plain_sdpa(length):
+def test_padded_segment_attention_equals_plain_sdpa(length, blockwise):
     """A CPU segment is padded to a multiple of SEGMENT_ALIGN after its last token: its outputs
-    and gradients are those of causal SDPA on the segment alone."""
+    and gradients, by either kernel, are those of causal SDPA on the segment alone."""
     import torch.nn.functional as F
 
-    from trainer.forward import SEGMENT_ALIGN, _causal_sdpa
+    from trainer.forward import SEGMENT_ALIGN, _causal_segment
     assert SEGMENT_ALIGN == 64
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, h, length, 8, generator=g, requires_grad=True) for h in (4, 2, 2))
     runs = []
-    for fn in (lambda: _causal_sdpa(q, k, v, None, True),
+    for fn in (lambda: _causal_segment(q, k, v, None, True, blockwise),
                lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)):
         out = fn()
         runs.append((out, *torch.autograd.grad((out * out).sum(), (q, k, v))))

@@ -109,7 +109,7 @@ class DeepSpeedEngine:
             device = torch.device("cuda", torch.cuda.current_device())
         self.device = device
         model = load_model(Path(model_dir), device, cfg.grad_checkpointing,
-                           compile_enabled(cfg.compile, device))
+                           compile_enabled(cfg.compile, device), cfg.attention)
         config = ds_config(cfg, device.type == "cuda")
         self.zero_stage = config.get("zero_optimization", {}).get("stage", 0)
         optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=cfg.weight_decay)

@@ -30,7 +30,7 @@ import torch
 from swe_rlvr import precision, spans
 from swe_rlvr.config import TrainerConfig
 from trainer.checkpoint import load_train_state, save_checkpoint
-from trainer.forward import compile_layers, packed_logprobs, use_segment_attention
+from trainer.forward import attention_kernel, compile_layers, packed_logprobs, use_segment_attention
 from trainer.lora import attach, save_weights, source, trainable
 from trainer.packing import PackedBatch
 
@@ -113,9 +113,10 @@ def make_optimizer(params, lr: float, weight_decay: float, device: torch.device)
 
 
 def load_model(model_dir: Path, device: torch.device, grad_checkpointing: bool,
-               compile: bool = False):
-    """HF causal LM in fp32 with segment attention, in train mode (decoder layers compiled)."""
-    return _ready(_loaded(model_dir, device), grad_checkpointing, compile)
+               compile: bool = False, attention: str = "auto"):
+    """HF causal LM in fp32 with segment attention (`trainer.attention`), in train mode (decoder
+    layers compiled)."""
+    return _ready(_loaded(model_dir, device, attention), grad_checkpointing, compile)
 
 
 def load_lora_model(model_dir: Path, device: torch.device, cfg: TrainerConfig,
@@ -124,7 +125,7 @@ def load_lora_model(model_dir: Path, device: torch.device, cfg: TrainerConfig,
     wrapper, which saves them): `model_dir`'s own adapter continued on its base, or a fresh one
     on `model_dir` (`trainer.lora.source`); the frozen base in bf16 where autocast runs."""
     base, adapter = source(Path(model_dir), cfg.lora)
-    model = _loaded(Path(base), device)
+    model = _loaded(Path(base), device, cfg.attention)
     wrapped = attach(model, cfg.lora, base, adapter, seed=cfg.seed,
                      bf16_base=precision.autocast_enabled(cfg.autocast, device))
     if cfg.grad_checkpointing:          # checkpointed layers of a frozen base: their input must
@@ -132,11 +133,11 @@ def load_lora_model(model_dir: Path, device: torch.device, cfg: TrainerConfig,
     return _ready(model, cfg.grad_checkpointing, compile), wrapped
 
 
-def _loaded(model_dir: Path, device: torch.device):
+def _loaded(model_dir: Path, device: torch.device, attention: str = "auto"):
     """The HF causal LM in fp32 on `device`, with segment attention and no KV cache."""
     from transformers import AutoModelForCausalLM
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).to(device)
-    use_segment_attention(model)
+    use_segment_attention(model, attention_kernel(attention, device))
     model.config.use_cache = False
     return model
 
@@ -199,7 +200,7 @@ class TorchEngine:
                                                            compiled)
             else:
                 self.model = load_model(Path(model_dir), self.device, cfg.grad_checkpointing,
-                                        compiled)
+                                        compiled, cfg.attention)
         self.optimizer = make_optimizer(trainable(self.model), lr, cfg.weight_decay, self.device)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lr_lambda(schedule, cfg.warmup_steps, total_steps))

@@ -4,7 +4,9 @@ A packed row holds several episodes. Each decoder layer's attention is causal wi
 only (`segment_attention`, registered with transformers' `AttentionInterface` under
 `SEGMENT_ATTENTION`), so its cost is sum(L_i^2), not T^2, and nothing leaks between episodes. On
 CUDA with bf16/fp16 activations one varlen flash-attention call covers the whole row
-(`torch.nn.attention.varlen`, torch >= 2.10); elsewhere causal SDPA runs once per segment.
+(`torch.nn.attention.varlen`, torch >= 2.10); elsewhere each segment runs on its own, through
+causal SDPA or, where `trainer.attention` picks it (auto: on the CPU), `trainer.blockwise`
+(registered as `BLOCKWISE_ATTENTION`).
 Position ids restart per segment, so RoPE matches an unpacked forward. We do not rely on HF's
 position-id packing detection: with `use_cache` left at its default it silently attends across
 packed sequences, and with `use_cache=False` it builds a dense T x T mask (7.6x slower here).
@@ -23,14 +25,18 @@ from __future__ import annotations
 
 import functools
 import inspect
+from typing import get_args
 
 import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
+from swe_rlvr.config_choices import TrainAttention
+from trainer.blockwise import blockwise_causal
 from trainer.packing import PackedBatch
 
 SEGMENT_ATTENTION = "swe_rlvr_segments"
+BLOCKWISE_ATTENTION = "swe_rlvr_segments_blockwise"
 LOGITS_BUDGET = 1 << 23
 """fp32 logits one LM-head chunk may hold (32 MiB): 170 rows at SmolLM2's 49,152 vocabulary, 55 at
 Qwen2's 151,936. A chunk holds several such buffers at once (bf16 and fp32 logits, softmax, their
@@ -99,7 +105,7 @@ def _varlen_attention(query, key, value, scaling, segment_cu, max_len):
 
 def segment_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
                       segment_cu=None, segment_cu_device=None, attn_index=None, out_index=None,
-                      **kwargs):
+                      blockwise=False, **kwargs):
     """Causal attention per segment. query (1, H, T, D), key/value (1, Hkv, T, D) -> (1, T, H, D).
 
     `segment_cu` (S + 1,) holds the segment bounds on the CPU (None: one segment). They arrive
@@ -111,12 +117,13 @@ def segment_attention(module, query, key, value, attention_mask, dropout=0.0, sc
     With shared prefixes (`trainer.packing`), `attn_index` (T_v,) gathers the virtual row, whose
     bounds `segment_cu` then gives, and `out_index` (T,) takes each stored token's output from it.
     The gathers' backward sums a shared prefix's key and value gradients over its continuations.
+    `blockwise`: segments run through `trainer.blockwise` instead of SDPA (not the varlen call).
     """
     if attn_index is not None:                                     # gather whole (H, D) rows
         query, key, value = (x.transpose(1, 2).index_select(1, attn_index).transpose(1, 2)
                              for x in (query, key, value))
         out, _ = segment_attention(module, query, key, value, attention_mask, dropout, scaling,
-                                   segment_cu, segment_cu_device)
+                                   segment_cu, segment_cu_device, blockwise=blockwise)
         return out.index_select(1, out_index), None                # (1, T, H, D)
     cu = [0, query.shape[2]] if segment_cu is None else segment_cu.tolist()
     lengths = [e - s for s, e in zip(cu[:-1], cu[1:])]
@@ -124,31 +131,48 @@ def segment_attention(module, query, key, value, attention_mask, dropout=0.0, sc
     if out is not None:
         return out, None
     gqa = getattr(module, "num_key_value_groups", 1) > 1
-    outs = [_causal_sdpa(q, k, v, scaling, gqa).transpose(1, 2)  # (1, L_i, H, D)
+    outs = [_causal_segment(q, k, v, scaling, gqa, blockwise).transpose(1, 2)  # (1, L_i, H, D)
             for q, k, v in zip(query.split(lengths, 2), key.split(lengths, 2),
                                value.split(lengths, 2))]
     return (torch.cat(outs, dim=1) if len(outs) > 1 else outs[0].contiguous()), None  # (1, T, H, D)
 
 
-def _causal_sdpa(q, k, v, scaling, gqa: bool) -> torch.Tensor:
-    """Causal SDPA of one segment, (1, H, L, D) -> (1, H, L, D), its length padded on the CPU to a
-    multiple of `SEGMENT_ALIGN` (the pad comes last, so causal attention never reads it)."""
+def _causal_segment(q, k, v, scaling, gqa: bool, blockwise: bool) -> torch.Tensor:
+    """Causal attention of one segment, (1, H, L, D) -> (1, H, L, D), by SDPA or `blockwise`, its
+    length padded on the CPU to a multiple of `SEGMENT_ALIGN` (the pad comes last, so causal
+    attention never reads it)."""
     n = q.shape[2]
     pad = (-n) % SEGMENT_ALIGN if q.device.type == "cpu" else 0
     if pad:
         q, k, v = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v))
-    out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scaling, enable_gqa=gqa)
+    if blockwise:
+        out = blockwise_causal(q, k, v, scaling)
+    else:
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scaling, enable_gqa=gqa)
     return out[:, :, :n] if pad else out
 
 
-def use_segment_attention(model) -> None:
-    """Register `segment_attention` and switch `model` to it (idempotent)."""
+def attention_kernel(setting: str, device: torch.device) -> str:
+    """`trainer.attention` -> the registered attention name: auto is blockwise on the CPU (where
+    it ran ~2.5x faster than SDPA in bf16, `bench/segment_attention.py`) and SDPA (varlen) on a
+    GPU."""
+    if setting not in get_args(TrainAttention):
+        raise ValueError(f"trainer.attention must be one of {get_args(TrainAttention)}, got {setting!r}.")
+    blockwise = setting == "blockwise" or (setting == "auto" and device.type == "cpu")
+    return BLOCKWISE_ATTENTION if blockwise else SEGMENT_ATTENTION
+
+
+def use_segment_attention(model, kernel: str = SEGMENT_ATTENTION) -> None:
+    """Register segment attention (per segment by SDPA, or blockwise) and switch `model` to
+    `kernel`, one of the two names (idempotent)."""
     from transformers import AttentionInterface
     AttentionInterface.register(SEGMENT_ATTENTION, torch.compiler.disable(segment_attention))
-    model.config._attn_implementation = SEGMENT_ATTENTION
+    AttentionInterface.register(BLOCKWISE_ATTENTION, torch.compiler.disable(
+        functools.partial(segment_attention, blockwise=True)))
+    model.config._attn_implementation = kernel
     for sub in model.modules():
         if hasattr(sub, "config") and sub.config is not model.config:
-            sub.config._attn_implementation = SEGMENT_ATTENTION
+            sub.config._attn_implementation = kernel
 
 
 def _head_chunk(hidden: torch.Tensor, head: torch.nn.Module, targets: torch.Tensor):

@@ -156,7 +156,8 @@ def _reference_logprobs(run: Run, ref_model_dir: Path, steps: Steps) -> list[lis
     """Log-probs of a frozen reference model on this rank's rows (for the k3 KL term)."""
     from trainer.engine_torch import load_model
     from trainer.forward import packed_logprobs
-    model = load_model(ref_model_dir, run.engine.device, grad_checkpointing=False).eval()
+    model = load_model(ref_model_dir, run.engine.device, grad_checkpointing=False,
+                       attention=run.cfg.trainer.attention).eval()
     with torch.no_grad():
         return [[packed_logprobs(model, mb.row)[0].cpu() for mb in step] for step in steps]
 
