@@ -147,9 +147,10 @@ class TrainerConfig:
     attention: TrainAttention = "auto"
     """torch engine: the causal attention within each packed segment. blockwise: query blocks
     through batched matmuls with a hand-written backward (`trainer.blockwise`; on SmolLM2's shape
-    on a 2-core AVX512-BF16 CPU, forward and backward ran ~2.5x faster than SDPA in bf16 and ~1.3x
-    in fp32, `bench/segment_attention.py`); sdpa: torch's SDPA per segment, or one varlen
-    flash-attention call per row on CUDA; auto: blockwise on the CPU, sdpa on a GPU."""
+    on a 2-core AVX512-BF16 CPU, forward and backward of an 832-token segment ran 2.3x faster than
+    SDPA in bf16, 1.7-3.2x over 512-3,072 tokens, and 1.2x in fp32, `bench/segment_attention.py`);
+    sdpa: torch's SDPA per segment, or one varlen flash-attention call per row on CUDA; auto:
+    blockwise on the CPU, sdpa on a GPU."""
     schedule: Schedule = "cosine"
     """LR schedule for SFT/RFT: cosine or constant (Nebius: cosine)."""
     warmup_steps: int = 0

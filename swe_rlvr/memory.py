@@ -24,10 +24,12 @@ CPU side only).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import gc
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -232,6 +234,71 @@ def purge() -> None:
         process.mallctl(b"arena.4096.purge", None, None, None, ctypes.c_size_t(0))
     elif hasattr(process, "MallocExtension_ReleaseFreeMemory"):    # tcmalloc
         process.MallocExtension_ReleaseFreeMemory()
+
+
+RETAIN_SLACK = 0.1
+"""`kept_between_steps`: the share by which a step's resident set may exceed the first step's
+before the pages freed since are given back."""
+
+
+@contextlib.contextmanager
+def kept_between_steps(slack: float = RETAIN_SLACK) -> Iterator[Callable[[], None]]:
+    """A training loop's memory between its steps. Yields the call to make after each step.
+
+    Under jemalloc, freed pages are given back gradually (its decay), and every page given back is
+    faulted in again by the next step, which frees and allocates the same sizes: the quickstart's
+    warm-up SFT made ~5 M page faults a step, and with the pages kept its steps ran in 6.4 s
+    instead of 9.8 (2-core AMD EPYC, AVX512-BF16; the process's system time fell from 316 s to
+    29 s). So inside this block every arena keeps its freed pages (decay off). Kept pages
+    fragment, though: over 42 such steps the resident set grew from 3.3 GB to 6.3 GB. So after a
+    step whose resident set exceeds the first step's by more than `slack`, they are purged, and
+    on leaving the block the arenas' decay is restored and everything free is purged. Under
+    glibc the call trims its heap (`trim`), as before every step."""
+    process = ctypes.CDLL(None)
+    if not hasattr(process, "mallctl"):
+        yield trim
+        return
+    saved = _set_decay(process, -1)
+    first: list[int] = []
+
+    def after_step() -> None:
+        rss = _resident_bytes()
+        if not first:
+            first.append(rss)
+        elif rss > first[0] * (1 + slack):
+            purge()
+
+    try:
+        yield after_step
+    finally:
+        _set_decay(process, saved)
+        purge()
+
+
+_DECAY = (b"dirty_decay_ms", b"muzzy_decay_ms")
+
+
+def _set_decay(process, value: int | dict[bytes, int]) -> dict[bytes, int]:
+    """Set jemalloc's decay times (ms; -1: never) for new arenas and every existing one; returns
+    the defaults they replaced. `value`: one time for both, or what a call returned."""
+    narenas = ctypes.c_uint(0)
+    process.mallctl(b"arenas.narenas", ctypes.byref(narenas), ctypes.byref(ctypes.c_size_t(4)),
+                    None, ctypes.c_size_t(0))
+    old = {}
+    for key in _DECAY:
+        now, size = ctypes.c_ssize_t(0), ctypes.c_size_t(ctypes.sizeof(ctypes.c_ssize_t))
+        process.mallctl(b"arenas." + key, ctypes.byref(now), ctypes.byref(size), None,
+                        ctypes.c_size_t(0))
+        old[key] = now.value
+        new = ctypes.c_ssize_t(value[key] if isinstance(value, dict) else value)
+        for name in [b"arenas." + key, *(b"arena.%d." % i + key for i in range(narenas.value))]:
+            process.mallctl(name, None, None, ctypes.byref(new), ctypes.sizeof(new))  # an arena
+    return old                                                     # not yet in use refuses: fine
+
+
+def _resident_bytes() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def trim() -> None:

@@ -90,3 +90,53 @@ def test_the_onednn_kernel_cache_is_bounded_unless_the_user_sets_it():
         out = subprocess.run([sys.executable, "-c", show], env={**clean, **env}, text=True,
                              capture_output=True, timeout=60)
         assert out.stdout.split() == [expected], out.stderr
+
+
+KEPT = """
+import ctypes, torch
+from swe_rlvr import memory
+rss = lambda: int(open('/proc/self/statm').read().split()[1]) * 4096
+def decay():
+    v, n = ctypes.c_ssize_t(0), ctypes.c_size_t(8)
+    ctypes.CDLL(None).mallctl(b"arenas.dirty_decay_ms", ctypes.byref(v), ctypes.byref(n), None, 0)
+    return v.value
+before = decay()
+with memory.kept_between_steps(slack=0.05) as after_step:
+    inside = decay()
+    start = rss()
+    xs = [torch.ones(2 ** 18) for _ in range(256)]     # a step: 256 MiB, freed
+    del xs
+    kept = rss() - start
+    after_step()                                         # the first step sets the bound
+    xs = [torch.ones(2 ** 18) for _ in range(768)]     # a bigger step: 768 MiB, freed
+    del xs
+    grown = rss() - start
+    after_step()                                         # over the bound: purged
+    capped = rss() - start
+print(before, inside, decay(), kept >> 20, grown >> 20, capped >> 20, (rss() - start) >> 20)
+"""
+
+
+@NO_JEMALLOC
+def test_pages_freed_between_training_steps_stay_until_the_bound_then_go():
+    """Inside the block jemalloc's decay is off, so a step's freed pages stay for the next
+    (nothing to fault in again); a step that grows the resident set past the first step's by
+    more than the slack purges them; leaving restores the decay and purges."""
+    clean = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "MALLOC_CONF")}
+    result = subprocess.run([sys.executable, "-c", KEPT],
+                            env={**clean, "LD_PRELOAD": ctypes.util.find_library("jemalloc")},
+                            text=True, capture_output=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    before, inside, restored, kept, grown, capped, after = (int(x) for x in result.stdout.split())
+    assert (inside, restored) == (-1, before) and before >= 0
+    assert kept >= 240 and grown >= 700, (kept, grown)         # MiB still resident after del
+    assert capped < grown / 4 and after < grown / 4, (capped, after)
+
+
+def test_without_jemalloc_the_step_call_trims_glibc(monkeypatch):
+    """No mallctl in the process (glibc): the call after each step is `trim`, as before."""
+    from swe_rlvr import memory
+    if hasattr(ctypes.CDLL(None), "mallctl"):
+        pytest.skip("this process runs on jemalloc")
+    with memory.kept_between_steps() as after_step:
+        assert after_step is memory.trim

@@ -154,8 +154,8 @@ def _causal_segment(q, k, v, scaling, gqa: bool, blockwise: bool) -> torch.Tenso
 
 def attention_kernel(setting: str, device: torch.device) -> str:
     """`trainer.attention` -> the registered attention name: auto is blockwise on the CPU (where
-    it ran ~2.5x faster than SDPA in bf16, `bench/segment_attention.py`) and SDPA (varlen) on a
-    GPU."""
+    it ran 1.7-3.2x faster than SDPA in bf16, `bench/segment_attention.py`) and SDPA (varlen) on
+    a GPU."""
     if setting not in get_args(TrainAttention):
         raise ValueError(f"trainer.attention must be one of {get_args(TrainAttention)}, got {setting!r}.")
     blockwise = setting == "blockwise" or (setting == "auto" and device.type == "cpu")
