@@ -13,7 +13,9 @@ jemalloc runs with its default configuration. One that purged freed pages after 
 (`background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0`) made a standalone SFT hold 0.72 GB
 instead of 1.28 GB afterwards, but the quickstart's warm-up SFT took 573 s against 452-461 s
 (every page returned is faulted in again by the next step) and its stages' resident sets were no
-lower; `MALLOC_CONF` still reaches it for anyone who wants to tune it.
+lower; `MALLOC_CONF` still reaches it for anyone who wants to tune it. The other way round,
+training loops can turn jemalloc's decay off while they run, so a step's freed pages serve the next
+step without being faulted in again, under a bound (`trainer.keep_freed_pages`, off by default).
 
 A library must be loaded before the first allocation, so `preload()` runs where a command line
 starts (`swe-rlvr`'s entry point, never on import): it re-executes the same command with

@@ -148,6 +148,29 @@ def test_every_optimiser_step_gives_its_freed_memory_back(tiny_model_dir, tmp_pa
     assert len(result.metrics) == 4 and len(calls) >= 4
 
 
+def test_keep_freed_pages_runs_the_loop_inside_the_kept_block(tiny_model_dir, tmp_path,
+                                                              monkeypatch):
+    """`trainer.keep_freed_pages`: the step loop runs inside `memory.kept_between_steps` (entered
+    once, its call made after every step, left before the final save) instead of trimming."""
+    import contextlib
+
+    from swe_rlvr import memory
+    from trainer.loops import run_rft
+    events = []
+
+    @contextlib.contextmanager
+    def kept():
+        events.append("enter")
+        yield lambda: events.append("step")
+        events.append("leave")
+
+    monkeypatch.setattr(memory, "kept_between_steps", kept)
+    monkeypatch.setattr(memory, "trim", lambda: events.append("trim"))
+    result = run_rft(tiny_model_dir, [_episode(GOOD, resolved=True)] * 3,
+                     _cfg(sft_batch_size=1, rft_epochs=1, keep_freed_pages=True), tmp_path)
+    assert len(result.metrics) == 3 and events == ["enter", "step", "step", "step", "leave"]
+
+
 def test_episodes_from_rows_joins_and_filters():
     rollouts = [{"episode_id": "e1", "instance_id": "i", "token_ids": [1, 2, 3], "loss_mask": [0, 1, 1],
                  "logprobs": [0.0, -0.1, -0.2], "guidance_start": -1, "guidance_end": -1},

@@ -13,6 +13,7 @@ Per-rank inputs computed once (old and reference log-probs) are cached per rank.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import random
@@ -205,7 +206,9 @@ def train(run: Run, steps: Steps, loss_fn: LossFn) -> TrainResult:
     from tqdm import tqdm
     bar = tqdm(total=len(steps), initial=min(run.start, len(steps)), desc=f"{run.phase} update",
                unit="step", disable=not run.main)
-    with memory.kept_between_steps() as after_step:
+    kept = memory.kept_between_steps() if run.cfg.trainer.keep_freed_pages else (
+        contextlib.nullcontext(memory.trim))     # glibc's freed chunks go back after each step
+    with kept as after_step:
         _steps(run, steps, loss_fn, bar, after_step)
     bar.close()
     with spans.span("checkpoint"):
