@@ -294,8 +294,8 @@ def _set_decay(process, value: int | dict[bytes, int]) -> dict[bytes, int]:
         old[key] = now.value
         new = ctypes.c_ssize_t(value[key] if isinstance(value, dict) else value)
         for name in [b"arenas." + key, *(b"arena.%d." % i + key for i in range(narenas.value))]:
-            process.mallctl(name, None, None, ctypes.byref(new), ctypes.sizeof(new))  # an arena
-    return old                                                     # not yet in use refuses: fine
+            process.mallctl(name, None, None, ctypes.byref(new), ctypes.c_size_t(ctypes.sizeof(new)))
+    return old                             # (an arena not yet in use refuses the setting: fine)
 
 
 def _resident_bytes() -> int:
