@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from swe_rlvr import spans
 from swe_rlvr.compute import Shape
 
 GIB = 2 ** 30
@@ -261,10 +262,10 @@ def kept_between_steps(slack: float = RETAIN_SLACK) -> Iterator[Callable[[], Non
         yield trim
         return
     saved = _set_decay(process, -1)
-    first: list[int] = []
+    first: list[float] = []
 
     def after_step() -> None:
-        rss = _resident_bytes()
+        rss = spans.rss_mb()
         if not first:
             first.append(rss)
         elif rss > first[0] * (1 + slack):
@@ -296,11 +297,6 @@ def _set_decay(process, value: int | dict[bytes, int]) -> dict[bytes, int]:
         for name in [b"arenas." + key, *(b"arena.%d." % i + key for i in range(narenas.value))]:
             process.mallctl(name, None, None, ctypes.byref(new), ctypes.c_size_t(ctypes.sizeof(new)))
     return old                             # (an arena not yet in use refuses the setting: fine)
-
-
-def _resident_bytes() -> int:
-    with open("/proc/self/statm") as fh:
-        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def trim() -> None:

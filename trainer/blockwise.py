@@ -41,13 +41,14 @@ class _BlockwiseCausal(torch.autograd.Function):
         qs = (q * scale).view(hkv, groups, length, dim)                # scaled once, (Hkv, G, L, D)
         out = q.new_empty(hkv, groups, length, dim)
         probs = []
+        future = torch.full((block, block), float("-inf"), dtype=q.dtype, device=q.device).triu_(1)
         with torch.autocast(q.device.type, enabled=False):            # dtypes are explicit here
             for start in range(0, length, block):
                 end = min(length, start + block)
                 rows = end - start
                 scores = torch.bmm(qs[:, :, start:end].reshape(hkv, groups * rows, dim),
                                    k[:, :end].transpose(1, 2)).view(hkv, groups, rows, end)
-                scores[..., start:] += _future(rows, q.dtype, q.device)  # the diagonal tile
+                scores[..., start:] += future[:rows, :rows]   # the diagonal tile: -inf above
                 p = torch.softmax(scores, -1).view(hkv, groups * rows, end)
                 out[:, :, start:end] = torch.bmm(p, v[:, :end]).view(hkv, groups, rows, dim)
                 probs.append(p)
@@ -77,11 +78,6 @@ class _BlockwiseCausal(torch.autograd.Function):
                                          qs[:, :, start:end].reshape(hkv, groups * rows, dim))
         dq = (dq * ctx.scale).view(hkv * groups, length, dim)
         return dq, dk.to(k.dtype), dv.to(v.dtype), None, None
-
-
-def _future(rows: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """(rows, rows): -inf above the diagonal (a query's later keys in its own block), else 0."""
-    return torch.full((rows, rows), float("-inf"), dtype=dtype, device=device).triu_(1)
 
 
 def blockwise_causal(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
