@@ -4,7 +4,8 @@
 setup:
 	@bash infra/setup.sh
 
-quickstart: setup
+quickstart:
+	@bash infra/setup.sh quickstart
 	.venv/bin/swe-rlvr quickstart
 
 test: setup
