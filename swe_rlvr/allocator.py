@@ -9,30 +9,20 @@ Measured on the quickstart's recipe (2 cores, SmolLM2-135M, bf16 autocast): one 
 about 7,500 tokens peaked at 4.46 GB under glibc and 3.51 GB under jemalloc (43-53 s either way);
 SFT on 32 expert episodes at 4.59 GB against 3.56 GB, 104.5 s against 97.9 s.
 
-jemalloc runs with its default configuration plus one setting, `JEMALLOC_CONF`: transparent huge
-pages on its mappings. A training step frees and allocates the same GBs again, and jemalloc gives
-freed pages back over ~10 s, so the next step faults them in again: in 4 KiB pages, the
-quickstart's process made 107 M page faults and spent 316 s in the kernel; in 2 MiB pages, 10.5 M
-and 142 s; its warm-up SFT took 337 s instead of 433, the whole run (set-up done) 12 min 41 s
-instead of 14 min 57 s, and its largest resident set was 3,943,632 kB against 4,007,200 (2-core
-AMD EPYC, AVX512-BF16, THP in `madvise` mode). A user's `MALLOC_CONF` still reaches it, after
-`JEMALLOC_CONF`, so it wins (`thp:default` leaves the kernel's own THP mode).
-
-Settings tried and left out: purging freed pages after a second
+jemalloc runs with its default configuration. One that purged freed pages after a second
 (`background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0`) made a standalone SFT hold 0.72 GB
 instead of 1.28 GB afterwards, but the quickstart's warm-up SFT took 573 s against 452-461 s
 (every page returned is faulted in again by the next step) and its stages' resident sets were no
-lower. The other way round, training loops can turn jemalloc's decay off while they run, so a
-step's freed pages serve the next step without being faulted in again, under a bound
-(`trainer.keep_freed_pages`, off by default).
+lower; `MALLOC_CONF` still reaches it for anyone who wants to tune it. The other way round,
+training loops can turn jemalloc's decay off while they run, so a step's freed pages serve the next
+step without being faulted in again, under a bound (`trainer.keep_freed_pages`, off by default).
 
 A library must be loaded before the first allocation, so `preload()` runs where a command line
 starts (`swe-rlvr`'s entry point, never on import): it re-executes the same command with
 `LD_PRELOAD` naming the library. `SWE_RLVR_MALLOC` picks it: jemalloc (the default), tcmalloc, or
 system (no re-exec). A library that is not installed leaves the system's malloc, with one warning
 that says what to install (`infra/setup.sh` installs jemalloc). Python callers (`flows.api`)
-get whatever their interpreter started with: set `LD_PRELOAD=libjemalloc.so.2` and
-`MALLOC_CONF=thp:always` there.
+get whatever their interpreter started with: set `LD_PRELOAD=libjemalloc.so.2` there.
 """
 
 from __future__ import annotations
@@ -50,9 +40,6 @@ LIBRARIES = {"jemalloc": "jemalloc", "tcmalloc": "tcmalloc_minimal"}
 PACKAGES = {"jemalloc": "libjemalloc2", "tcmalloc": "libtcmalloc-minimal4"}
 """Allocator name -> the Debian/Ubuntu package that installs it."""
 _REEXEC = "SWE_RLVR_MALLOC_REEXEC"
-JEMALLOC_CONF = "thp:always"
-"""jemalloc's options under the command line, ahead of the user's `MALLOC_CONF` (later ones win):
-MADV_HUGEPAGE on its mappings, which the kernel honours in THP's `madvise` and `always` modes."""
 
 
 def wanted() -> str:
@@ -90,8 +77,6 @@ def preload() -> None:
         return
     env = dict(os.environ, **{_REEXEC: "1"})
     env["LD_PRELOAD"] = " ".join(filter(None, [library, os.environ.get("LD_PRELOAD", "")]))
-    if name == "jemalloc":
-        env["MALLOC_CONF"] = ",".join(filter(None, [JEMALLOC_CONF, os.environ.get("MALLOC_CONF")]))
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
