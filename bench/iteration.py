@@ -330,10 +330,8 @@ def main(argv=None) -> None:
     cfg = load_config(args.config, [f"orchestration.run_root={tmp / 'runs'}",
                                     "orchestration.cache=false", *args.overrides])
     policy = args.policy or cfg.engine.model
-    if not (Path(policy) / "config.json").exists():
-        from agent.models import convert_smollm2
-        print(f"building {policy} (SmolLM2-135M-Instruct, once)", flush=True)
-        convert_smollm2(policy)
+    from agent.models import ensure_smollm2
+    ensure_smollm2(policy)
     if not args.policy and not args.cold:
         policy = warm_policy(cfg, policy)
     dims = model_dims(policy)

@@ -131,9 +131,8 @@ def _quickstart(args: argparse.Namespace) -> int:
     config = args.config or quickstart_config()
     model = load_config(config, args.overrides).engine.model
     if model and not (Path(model) / "config.json").exists():
-        from agent.models import convert_smollm2
-        print(f"building {model} (SmolLM2-135M-Instruct, once)")
-        convert_smollm2(model)
+        from agent.models import ensure_smollm2
+        ensure_smollm2(model)
     from flows.api import train
     return _print(train(config, args.overrides), args.json)
 

@@ -85,10 +85,9 @@ def _ladder(args: argparse.Namespace) -> int:
     if args.plan:
         return 0
     model = load_config(args.config, args.overrides).engine.model
-    if model == SMOLLM2_DIR and not (Path(model) / "config.json").exists():
-        from agent.models import convert_smollm2
-        print(f"building {model} (SmolLM2-135M-Instruct, once)")
-        convert_smollm2(model)
+    if model == SMOLLM2_DIR:
+        from agent.models import ensure_smollm2
+        ensure_smollm2(model)
     try:
         only = [int(s) for s in args.only_seeds.split(",") if s.strip()]
     except ValueError:

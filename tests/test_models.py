@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from agent.models import IM_END, build_tiny, convert_smollm2  # noqa: E402
+from agent.models import IM_END, build_tiny, ensure_smollm2  # noqa: E402
 
 SAMPLE_TEXT = ("def add(x, y):\n    \"\"\"Return x + y.\"\"\"\n\treturn x+y  # it's fine\r\n\n"
                "naïve café Straße 日本語 한국어 🙂🚀 ∑→λ  trailing   spaces\n")
@@ -80,9 +80,12 @@ def test_convert_smollm2_and_generate(tmp_path):
     """SmolLM2 from the GGUF reloads as a plain HF dir, speaks ChatML and answers 2+2.
 
     About 40 s on one CPU thread (dequantise ~15 s, save, reload, 32 greedy tokens), so not `slow`.
+    Built as the quickstart builds it: in a child process, once.
     """
     torch.set_num_threads(1)
-    out = convert_smollm2(tmp_path / "smol")
+    out = tmp_path / "smol"
+    assert ensure_smollm2(out) is True
+    assert ensure_smollm2(out) is False                       # there: not built again
     tok = transformers.AutoTokenizer.from_pretrained(out)
     model = transformers.AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
     assert model.config.model_type == "llama"
@@ -95,3 +98,11 @@ def test_convert_smollm2_and_generate(tmp_path):
     rate = len(new) / (time.perf_counter() - start)
     print(f"SmolLM2 fp32 greedy: {rate:.1f} tok/s, answer {tok.decode(new)!r}")
     assert "4" in tok.decode(new)
+
+
+def test_a_failed_smollm2_build_names_the_command_that_runs_it_alone(tmp_path):
+    """The child's own error goes to the terminal; the caller's names the step to rerun."""
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(RuntimeError, match="swe-rlvr model smollm2 .*file/smol"):
+        ensure_smollm2(blocker / "smol")
