@@ -19,6 +19,7 @@ from swe_rlvr.config_choices import (
     GuidanceTrigger,
     InstanceFormat,
     Isolation,
+    PackedWeights,
     SandboxBackend,
     Scaffold,
     Tier,
@@ -184,6 +185,11 @@ class EngineConfig:
     SmolLM2 on CPU ran 1.15x faster padded, 4.2x unpadded, `bench/decode_attention.py`); sdpa:
     transformers' default; auto: grouped on CPU, sdpa on a GPU. Prefill and training always use
     sdpa."""
+    packed_weights: PackedWeights = "auto"
+    """hf engine: the linear layers' weights reordered once into oneDNN's blocked layout
+    (`agent.engines.packed`: the same products, read faster by a decode step's few rows;
+    `bench/packed_weights.py`) or left as loaded (plain); auto: packed on a CPU whose
+    torch has oneDNN, plain on a GPU. Training never uses them."""
     prefix_cache_gb: float = 4.0
     """hf engine: memory for the KV caches kept between an episode's turns, so that each turn runs
     only its new tokens, not the whole context again (0: off)."""

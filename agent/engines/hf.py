@@ -16,7 +16,8 @@ cached prefix (rows without one, as on a first turn, in one padded batch). Only 
 position's logits are computed in a prefill, and the KV cache grows in place while decoding
 (transformers' DynamicCache would copy all of it at every token). New weights (`load_weights`)
 empty the cache. Prefills and decode steps record their work (`swe_rlvr.spans`: time, tokens,
-attended keys).
+attended keys). On a CPU the linear layers' weights are packed once per load into oneDNN's
+layout (`engine.packed_weights`, `agent.engines.packed`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 
 import torch
 
-from agent.engines import attention
+from agent.engines import attention, packed
 from agent.engines.base import UNFILTERED, Sample, SamplingParams, eos_ids
 from agent.engines.continuous import Request, Scheduler
 from agent.engines.kvcache import PrefixCache, RowKV, growing_cache, row_view
@@ -114,6 +115,8 @@ class HFEngine:
                 model_dir, dtype=self.dtype,
                 attn_implementation=attention.implementation(self.cfg.decode_attention, self.device))
             self.model = model.to(self.device).eval()
+            if packed.wanted(self.cfg.packed_weights, self.device):
+                packed.pack_linears(self.model, max(1, self.cfg.max_batch))
         self.eos_ids = eos_ids(model.generation_config, self.tokenizer)
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else (self.eos_ids[0] if self.eos_ids else 0)
