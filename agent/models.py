@@ -189,6 +189,10 @@ def convert_smollm2(out_dir: str | Path, dtype: str = "bfloat16") -> Path:
     return out
 
 
+SMOLLM2_DIR = "runs/.models/smollm2"
+"""Where the shipped configs (quickstart, ladder) expect SmolLM2, built there on first use."""
+
+
 def ensure_smollm2(out_dir: str | Path) -> bool:
     """Build SmolLM2 into `out_dir` unless its config.json is there; returns whether it built.
 

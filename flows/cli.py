@@ -125,14 +125,11 @@ def _deploy(args: argparse.Namespace) -> int:
 
 
 def _quickstart(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from swe_rlvr.config import load_config
     config = args.config or quickstart_config()
-    model = load_config(config, args.overrides).engine.model
-    if model and not (Path(model) / "config.json").exists():
-        from agent.models import ensure_smollm2
-        ensure_smollm2(model)
+    from agent.models import SMOLLM2_DIR, ensure_smollm2
+    if load_config(config, args.overrides).engine.model == SMOLLM2_DIR:
+        ensure_smollm2(SMOLLM2_DIR)        # only the recipe's own model is built, never a user's
     from flows.api import train
     return _print(train(config, args.overrides), args.json)
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 
 LADDER_CONFIG = "configs/ladder.yaml"
-SMOLLM2_DIR = "runs/.models/smollm2"
 REPORT_OUT = "docs/ladder-cpu.md"
 
 
@@ -85,8 +84,8 @@ def _ladder(args: argparse.Namespace) -> int:
     if args.plan:
         return 0
     model = load_config(args.config, args.overrides).engine.model
+    from agent.models import SMOLLM2_DIR, ensure_smollm2
     if model == SMOLLM2_DIR:
-        from agent.models import ensure_smollm2
         ensure_smollm2(model)
     try:
         only = [int(s) for s in args.only_seeds.split(",") if s.strip()]

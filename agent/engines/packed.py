@@ -1,9 +1,10 @@
 """The hf engine's linear layers with their weights reordered once into oneDNN's blocked layout.
 
 A decode step multiplies a few rows by every weight matrix of the model, so it is bound by how
-fast the weights are read. torch's CPU `linear` hands oneDNN a plain row-major weight at every
-call; `torch.ops.mkldnn._reorder_linear_weight` lays it out once in the blocked format oneDNN's
-kernels read (what inductor's CPU freezing does), and `_linear_pointwise` multiplies by it.
+fast the weights are read, and torch's CPU `linear` read SmolLM2's bf16 weights at about 13.5 GB/s
+in a decode step of 8 rows. `torch.ops.mkldnn._reorder_linear_weight` lays a weight out once in
+the blocked format oneDNN's kernels read (what inductor's CPU freezing does), and
+`_linear_pointwise` multiplies by it: the same step ran 1.35x as fast.
 `PackedLinear` computes what `nn.Linear` computes from the same weights: `tests/test_packed_
 linears.py` compares their outputs and a whole model's samples; `bench/packed_weights.py` times a
 prefill and decode steps with and without.
