@@ -56,6 +56,8 @@ class ModelDims:
     kv_dim: int
     """key/value heads x head dim (the width of K and of V per layer)."""
     intermediate: int
+    tied_head: bool = False
+    """The LM head shares the input embedding's matrix (counted once in `total_params`)."""
 
     @classmethod
     def of(cls, model) -> ModelDims:
@@ -63,8 +65,9 @@ class ModelDims:
         heads = cfg.num_attention_heads
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
         kv = getattr(cfg, "num_key_value_heads", None) or heads
+        tied = model.get_output_embeddings().weight is model.get_input_embeddings().weight
         return cls(Shape.of(model), sum(p.numel() for p in model.parameters()), kv * head_dim,
-                   cfg.intermediate_size)
+                   cfg.intermediate_size, tied)
 
     def kv_bytes_per_token(self, dtype_bytes: int) -> int:
         return 2 * self.shape.layers * self.kv_dim * dtype_bytes
@@ -130,6 +133,9 @@ def estimate(cfg, dims: ModelDims, engine_dtype_bytes: int, head_chunk_rows: int
     if engine_in_process:
         parts["engine weights"] = ("sampling", dims.total_params * engine_dtype_bytes,
                                    "engine.dtype")
+        if dims.tied_head and e.packed_weights != "plain":     # agent.engines.packed: a copy
+            parts["packed LM head"] = ("sampling", dims.shape.hidden * dims.shape.vocab
+                                       * engine_dtype_bytes, "engine.packed_weights")
         parts["KV cache"] = ("sampling", kv_cache_bytes(
             dims, engine_dtype_bytes, cfg.orchestration.max_workers, a.context_tokens,
             e.prefix_cache_gb), "engine.prefix_cache_gb")

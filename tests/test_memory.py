@@ -51,6 +51,18 @@ def test_the_peak_is_the_larger_phase_and_names_its_largest_part():
     assert sampling_only.peak == est.phase("sampling")
 
 
+def test_packed_weights_hold_a_tied_head_twice_while_sampling():
+    """agent.engines.packed packs a tied LM head as a copy: hidden x vocab more (4 x 50 x 4 B)."""
+    tied = memory.ModelDims(DIMS.shape, DIMS.total_params, DIMS.kv_dim, DIMS.intermediate,
+                            tied_head=True)
+    for choice, extra in (("auto", 800), ("packed", 800), ("plain", 0)):
+        cfg = load_config(None, [f"engine.packed_weights={choice}"])
+        est = memory.estimate(cfg, tied, 4, 7, engine_in_process=True, trainer_on_cpu=False)
+        assert est.parts.get("packed LM head", ("", 0, ""))[1] == extra
+    untied = memory.estimate(load_config(None, []), DIMS, 4, 7, True, False)
+    assert "packed LM head" not in untied.parts
+
+
 def test_lora_holds_the_frozen_base_once_and_trains_state_only_for_its_adapters():
     # per layer, r x (in + out): q 4+4, k 4+2, v 4+2, o 4+4, gate 4+8, up 4+8, down 8+4 = 64
     assert memory.lora_params(DIMS, 2, ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",

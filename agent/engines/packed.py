@@ -12,7 +12,8 @@ prefill and decode steps with and without.
 `engine.packed_weights` picks it: auto packs on a CPU whose torch has oneDNN, never on a GPU.
 Training never sees it: the trainer loads its own model, and new weights (`load_weights`) are
 packed again. A tied LM head is packed as a copy (the embedding keeps the plain matrix), which
-holds one more vocabulary-sized matrix in memory: 57 MB for SmolLM2 in bf16.
+holds one more vocabulary-sized matrix in memory: 57 MB for SmolLM2 in bf16 (the memory
+preflight counts it, `swe_rlvr.memory.estimate`).
 """
 
 from __future__ import annotations
