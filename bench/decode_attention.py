@@ -37,26 +37,34 @@ def load(model_dir: str, impl: str, dtype: torch.dtype):
     return AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, attn_implementation=impl).eval()
 
 
-def decode_steps(model_dir: str, impl: str, dtype: torch.dtype, ids: torch.Tensor, pad: int,
-                 steps: int) -> tuple[torch.Tensor, list[float]]:
-    """The first decode step's log-probs (B, V) and the seconds of each later step."""
-    model = load(model_dir, impl, dtype)
-    rows, width = ids.shape
-    mask = torch.ones(rows, width, dtype=torch.long)
-    mask[0, :pad] = 0
+def prefill_and_decode(model, ids: torch.Tensor, mask: torch.Tensor, steps: int
+                       ) -> tuple[torch.Tensor, float, list[float]]:
+    """Prefill `ids` (B, W) under `mask` into the engine's growing cache, then run `steps` decode
+    steps: the first step's log-probs (B, V), the prefill's seconds and each step's seconds."""
     token = ids[:, -1]
     with torch.inference_mode():
+        t0 = time.perf_counter()
         cache = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
                       past_key_values=growing_cache(model.config), use_cache=True,
                       logits_to_keep=1).past_key_values
+        prefill = time.perf_counter() - t0
         times, first = [], None
-        for _ in range(steps + 1):
+        for _ in range(steps):
             t0 = time.perf_counter()
             mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
             out = model(input_ids=token[:, None], attention_mask=mask,
                         position_ids=mask.sum(-1, keepdim=True) - 1, past_key_values=cache, use_cache=True)
             times.append(time.perf_counter() - t0)
             first = out.logits[:, -1].float().log_softmax(-1) if first is None else first
+    return first, prefill, times
+
+
+def decode_steps(model_dir: str, impl: str, dtype: torch.dtype, ids: torch.Tensor, pad: int,
+                 steps: int) -> tuple[torch.Tensor, list[float]]:
+    """The first decode step's log-probs (B, V) and the seconds of each later step."""
+    mask = torch.ones(ids.shape, dtype=torch.long)
+    mask[0, :pad] = 0
+    first, _, times = prefill_and_decode(load(model_dir, impl, dtype), ids, mask, steps + 1)
     return first, times[1:]
 
 

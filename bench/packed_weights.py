@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -26,8 +25,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.engines.attention import register  # noqa: E402
-from agent.engines.kvcache import growing_cache  # noqa: E402
 from agent.engines.packed import available, pack_linears  # noqa: E402
+from bench.decode_attention import prefill_and_decode  # noqa: E402
 from swe_rlvr.precision import cpu_description, engine_dtype  # noqa: E402
 
 
@@ -42,24 +41,7 @@ def load(model_dir: str, dtype: torch.dtype, packed: bool, rows: int):
 
 def run(model, ids: torch.Tensor, steps: int) -> tuple[torch.Tensor, float, list[float]]:
     """The first decode step's log-probs (B, V), the prefill's seconds and each decode step's."""
-    mask = torch.ones_like(ids)
-    token = ids[:, -1]
-    with torch.inference_mode():
-        t0 = time.perf_counter()
-        cache = model(input_ids=ids, attention_mask=mask, position_ids=mask.cumsum(-1) - 1,
-                      past_key_values=growing_cache(model.config), use_cache=True,
-                      logits_to_keep=1).past_key_values
-        prefill = time.perf_counter() - t0
-        times, first = [], None
-        for _ in range(steps):
-            t0 = time.perf_counter()
-            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
-            out = model(input_ids=token[:, None], attention_mask=mask,
-                        position_ids=mask.sum(-1, keepdim=True) - 1, past_key_values=cache,
-                        use_cache=True)
-            times.append(time.perf_counter() - t0)
-            first = out.logits[:, -1].float().log_softmax(-1) if first is None else first
-    return first, prefill, times
+    return prefill_and_decode(model, ids, torch.ones_like(ids), steps)
 
 
 def main(argv: list[str] | None = None) -> int:

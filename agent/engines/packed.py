@@ -54,11 +54,10 @@ class PackedLinear(torch.nn.Module):
         weight = linear.weight.detach()
         self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, rows_hint)
         self.bias = None if linear.bias is None else linear.bias.detach()
-        self.dtype = weight.dtype
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dtype != self.dtype:
-            raise TypeError(f"PackedLinear holds {self.dtype} weights and got a {x.dtype} input")
+        if x.dtype != self.packed.dtype:
+            raise TypeError(f"PackedLinear holds {self.packed.dtype} weights and got a {x.dtype} input")
         flat = x.reshape(-1, self.in_features)
         out = torch.ops.mkldnn._linear_pointwise(flat, self.packed, self.bias, "none", [], "")
         return out.view(*x.shape[:-1], self.out_features)
