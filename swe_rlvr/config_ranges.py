@@ -81,6 +81,7 @@ RANGES: dict[str, Range] = {
     "engine.temperature": NON_NEGATIVE,  # 0: greedy
     "engine.max_batch": COUNT,
     "engine.prefix_cache_gb": NON_NEGATIVE,
+    "trainer.freed_pages_ceiling_gb": NON_NEGATIVE,
     "engine.torch_threads": THREADS,
     "engine.gpu_memory_utilization": Range(0, 1, above=True),
     "engine.seed": SEED,

@@ -144,14 +144,16 @@ def test_every_optimiser_step_gives_its_freed_memory_back(tiny_model_dir, tmp_pa
     calls = []
     monkeypatch.setattr(memory, "trim", lambda: calls.append(1))
     result = run_rft(tiny_model_dir, [_episode(GOOD, resolved=True)] * 4,
-                     _cfg(sft_batch_size=1, rft_epochs=1), tmp_path)
+                     _cfg(sft_batch_size=1, rft_epochs=1, keep_freed_pages=False), tmp_path)
     assert len(result.metrics) == 4 and len(calls) >= 4
 
 
 def test_keep_freed_pages_runs_the_loop_inside_the_kept_block(tiny_model_dir, tmp_path,
                                                               monkeypatch):
-    """`trainer.keep_freed_pages`: the step loop runs inside `memory.kept_between_steps` (entered
-    once, its call made after every step, left before the final save) instead of trimming."""
+    """`trainer.keep_freed_pages` (the default): the step loop runs inside
+    `memory.kept_under_ceiling` at `trainer.freed_pages_ceiling_gb` (entered once, its call made
+    after every step, left before the final save) instead of trimming; 0 GiB asks for its own
+    ceiling (None)."""
     import contextlib
 
     from swe_rlvr import memory
@@ -159,16 +161,21 @@ def test_keep_freed_pages_runs_the_loop_inside_the_kept_block(tiny_model_dir, tm
     events = []
 
     @contextlib.contextmanager
-    def kept():
-        events.append("enter")
+    def kept(ceiling):
+        events.append(("enter", ceiling))
         yield lambda: events.append("step")
         events.append("leave")
 
-    monkeypatch.setattr(memory, "kept_between_steps", kept)
+    monkeypatch.setattr(memory, "kept_under_ceiling", kept)
     monkeypatch.setattr(memory, "trim", lambda: events.append("trim"))
-    result = run_rft(tiny_model_dir, [_episode(GOOD, resolved=True)] * 3,
-                     _cfg(sft_batch_size=1, rft_epochs=1, keep_freed_pages=True), tmp_path)
-    assert len(result.metrics) == 3 and events == ["enter", "step", "step", "step", "leave"]
+    episodes = [_episode(GOOD, resolved=True)] * 3
+    result = run_rft(tiny_model_dir, episodes, _cfg(sft_batch_size=1, rft_epochs=1,
+                                                    freed_pages_ceiling_gb=1.5), tmp_path / "a")
+    assert len(result.metrics) == 3
+    assert events == [("enter", 3 << 29), "step", "step", "step", "leave"]
+    events.clear()
+    run_rft(tiny_model_dir, episodes, _cfg(sft_batch_size=1, rft_epochs=1), tmp_path / "b")
+    assert events[0] == ("enter", None)
 
 
 def test_episodes_from_rows_joins_and_filters():

@@ -209,8 +209,9 @@ def train(run: Run, steps: Steps, loss_fn: LossFn) -> TrainResult:
     # Without trainer.keep_freed_pages each step ends with `memory.trim`: a step's freed
     # activations stay resident as glibc heap fragments, and the next step's peak lands on top
     # of them (SFT of 32 expert episodes peaked at 5.1 GB, 4.5-4.6 with it).
-    kept = memory.kept_between_steps() if run.cfg.trainer.keep_freed_pages else (
-        contextlib.nullcontext(memory.trim))
+    t = run.cfg.trainer
+    kept = memory.kept_under_ceiling(int(t.freed_pages_ceiling_gb * memory.GIB) or None) \
+        if t.keep_freed_pages else contextlib.nullcontext(memory.trim)
     with kept as after_step:
         _steps(run, steps, loss_fn, bar, after_step)
     bar.close()
