@@ -181,9 +181,11 @@ class TrainerConfig:
     keep_freed_pages: bool = True
     """Under jemalloc, keep the pages a training loop frees for its next allocations instead of
     letting jemalloc give them back to be faulted in again, purging them whenever the resident
-    set exceeds `freed_pages_ceiling_gb` (`swe_rlvr.memory.kept_under_ceiling`). In the
-    quickstart's warm-up SFT (2-core AMD EPYC, AVX512-BF16) 14 steps took 80.7 s with freed pages
-    kept and 127.2 s without. Off: each step ends with `memory.trim` and jemalloc's decay."""
+    set exceeds `freed_pages_ceiling_gb` (`swe_rlvr.memory.kept_under_ceiling`). On the
+    quickstart's recipe (2-core AMD EPYC, AVX512-BF16, a 3.2 GiB ceiling) 14 warm-up SFT steps
+    took 84-94 s instead of 113-124 and a DAPO update 50-54 s instead of 61, peaking at most
+    51 MiB over the ceiling. Where live tensors stay above the ceiling, every freed page goes back
+    at once. Off: each step ends with `memory.trim`, under jemalloc's own decay."""
     freed_pages_ceiling_gb: float = 0.0
     """With `keep_freed_pages`, the resident set (GiB) above which the kept pages are given back;
     the loop's live tensors can still exceed it. 0: the resident set at the loop's start plus half

@@ -260,7 +260,7 @@ def kept_under_ceiling(ceiling: int | None = None) -> Iterator[Callable[[], None
     and faults them in again, zeroed, moments later: the quickstart's warm-up SFT made ~2 M page
     faults a step. With decay off, its 14 steps took 80.7 s instead of 127.2 and a DAPO update
     42.3 s instead of 69.4 (2-core AMD EPYC, AVX512-BF16; the process's system time fell from
-    53 s to 3), but kept pages fragment: the update's resident set rose from 3.39 GB to 3.95.
+    53 s to 3), but kept pages fragment: the update's peak rose from 3,411,860 kB to 3,945,500.
     So inside this block every arena keeps its freed pages (decay off), and a watcher thread
     purges them all whenever the resident set exceeds `ceiling` bytes (None: the resident set
     now plus half the memory available now). The resident set then stays under the ceiling, or
