@@ -193,6 +193,12 @@ SMOLLM2_DIR = "runs/.models/smollm2"
 """Where the shipped configs (quickstart, ladder) expect SmolLM2, built there on first use."""
 
 
+def ensure_recipe_model(model: str) -> bool:
+    """Build SmolLM2 when `model` (a config's `engine.model`) is the shipped recipes' own
+    SMOLLM2_DIR; any other model is the user's and is left as it is. Returns whether it built."""
+    return model == SMOLLM2_DIR and ensure_smollm2(SMOLLM2_DIR)
+
+
 def ensure_smollm2(out_dir: str | Path) -> bool:
     """Build SmolLM2 into `out_dir` unless its config.json is there; returns whether it built.
 

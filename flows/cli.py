@@ -127,9 +127,8 @@ def _deploy(args: argparse.Namespace) -> int:
 def _quickstart(args: argparse.Namespace) -> int:
     from swe_rlvr.config import load_config
     config = args.config or quickstart_config()
-    from agent.models import SMOLLM2_DIR, ensure_smollm2
-    if load_config(config, args.overrides).engine.model == SMOLLM2_DIR:
-        ensure_smollm2(SMOLLM2_DIR)        # only the recipe's own model is built, never a user's
+    from agent.models import ensure_recipe_model
+    ensure_recipe_model(load_config(config, args.overrides).engine.model)
     from flows.api import train
     return _print(train(config, args.overrides), args.json)
 

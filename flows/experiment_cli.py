@@ -83,10 +83,8 @@ def _ladder(args: argparse.Namespace) -> int:
                       base_rate=args.base_rate))
     if args.plan:
         return 0
-    model = load_config(args.config, args.overrides).engine.model
-    from agent.models import SMOLLM2_DIR, ensure_smollm2
-    if model == SMOLLM2_DIR:
-        ensure_smollm2(model)
+    from agent.models import ensure_recipe_model
+    ensure_recipe_model(load_config(args.config, args.overrides).engine.model)
     try:
         only = [int(s) for s in args.only_seeds.split(",") if s.strip()]
     except ValueError:
