@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from agent.engines import SamplingParams, make_engine  # noqa: E402
-from agent.engines.attention import ATTENTION, grouped_attention, implementation  # noqa: E402
+from agent.engines.attention import ATTENTION, grouped_attention, implementation, whole_buffers  # noqa: E402
 from swe_rlvr.config import EngineConfig  # noqa: E402
 from test_engines import _prompts, tiny  # noqa: E402,F401
 
@@ -46,6 +46,42 @@ def test_one_query_token_over_a_strided_cache_matches_plain_attention(mask_kind)
     out, weights = grouped_attention(_Layer(), query, key, value, mask, scaling=0.25)
     assert weights is None and out.shape == (b, 1, heads, dim)
     torch.testing.assert_close(out, _reference(query, key, value, mask, 0.25), atol=1e-5, rtol=1e-5)
+
+
+def test_the_whole_buffer_path_is_taken_only_for_a_view_of_a_buffers_first_columns():
+    """`whole_buffers` finds the (B, H_kv, C, D) buffer behind a view of its first L columns;
+    a view that starts later in its storage, or a transposed one, is multiplied as it is, and
+    both give plain attention's output."""
+    gen = torch.Generator().manual_seed(2)
+    b, kv_heads, dim = 2, 3, 16
+    buf_k, buf_v = (torch.randn(b, kv_heads, 64, dim, generator=gen) for _ in range(2))
+    head, later = (buf_k[:, :, :40], buf_v[:, :, :40]), (buf_k[:, :, 10:50], buf_v[:, :, 10:50])
+    found = whole_buffers(*head)
+    assert found is not None and found[0].shape == (b, kv_heads, 64, dim)
+    assert torch.equal(found[0][:, :, :40], head[0]) and torch.equal(found[1], buf_v)
+    assert whole_buffers(*later) is None
+    token_major = torch.randn(b, 64, kv_heads, dim, generator=gen)[:, :40].transpose(1, 2)  # (B, H, L, D)
+    assert whole_buffers(token_major, head[1]) is None
+    query = torch.randn(b, 9, 1, dim, generator=gen)
+    for key, value in (head, later, (token_major, head[1])):
+        out, _ = grouped_attention(_Layer(), query, key, value, None, scaling=0.25)
+        torch.testing.assert_close(out, _reference(query, key, value, None, 0.25), atol=1e-5, rtol=1e-5)
+
+
+def test_the_caches_spare_columns_are_zero_after_growing_and_dropping_rows():
+    """The decode attention multiplies V's spare columns by 0, so they must be finite: a growing
+    layer's buffer and the buffers `keep_rows` leaves hold zeros beyond the cache's length."""
+    from types import SimpleNamespace
+
+    from agent.engines.kvcache import GrowingLayer, keep_rows
+    layer = GrowingLayer()
+    for _ in range(3):                                      # grows past its first capacity
+        keys = torch.full((4, 3, 50, 8), float("nan")).nan_to_num_(7.0)
+        layer.update(keys, keys.clone())
+    assert layer._kbuf.shape[2] > 150 and torch.all(layer._kbuf[:, :, 150:] == 0)
+    keep_rows(SimpleNamespace(layers=[layer]), torch.tensor([0, 2]))
+    assert layer._vbuf.shape[0] == 2 and torch.all(layer._vbuf[:, :, 150:] == 0)
+    assert torch.all(layer.values == 7.0)
 
 
 def test_more_than_one_query_token_goes_to_sdpa_unchanged():

@@ -10,12 +10,17 @@ matmuls below (`bench/decode_attention.py`). Half of a decode step's time was at
 `grouped_attention` computes the same softmax(q k^T * scale + mask) v:
 - the query heads that share a KV head form one small matrix per (row, KV head), so the cache is
   read once and never repeated per query head;
-- the scores are computed as K q^T, (L, g) per (row, KV head): the cache is the left operand, so
-  torch's CPU bmm takes it as the strided view of the engine's growing buffer
-  (`agent.engines.kvcache.GrowingLayer`) that it is. As the right operand it is copied first
-  (1 ms a layer);
-- the softmax runs in fp32, and its probabilities are cast to the cache's dtype for the product
-  with V (as a flash kernel's bf16 path does per block).
+- both products run over the whole buffers of the engine's growing cache
+  (`agent.engines.kvcache.GrowingLayer`: the view it hands over is their first L of C columns,
+  `whole_buffers`), masking the C - L spare ones. torch's CPU bmm copies a bf16 operand whose
+  batch stride is not rows x columns, so over the views every layer copied its keys and values
+  first; under jemalloc (as the CLI runs) a decode step of 32 rows over 1,200 cached tokens took
+  484 ms that way and 171 ms over the whole buffers, 218 against 735 ms at 2,000 tokens
+  (2-core Xeon with AMX, 2026-11-30). There the step reads about 1 GB of cache, so it is bound by
+  that read;
+- the scores are (g, C) per (row, KV head), so the softmax runs over the last dimension, in fp32,
+  and its probabilities are cast to the cache's dtype for the product with V (as a flash
+  kernel's bf16 path does per block).
 
 Every other call (prefill: more than one query token; dropout; a soft cap) goes to transformers'
 `sdpa_attention_forward` unchanged, so training and prefill are not touched. The function is
@@ -47,20 +52,47 @@ def grouped_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.T
     kv_heads, length = key.shape[1], key.shape[2]
     group = heads // kv_heads
     scale = scaling if scaling is not None else dim ** -0.5
-    keys = key.reshape(b * kv_heads, length, dim)                       # (N, L, D), a view
-    values = value.reshape(b * kv_heads, length, dim)                   # (N, L, D)
-    q = query.reshape(b * kv_heads, group, dim).transpose(1, 2)         # (N, D, g)
-    scores = torch.bmm(keys, q).float().mul_(scale)                      # (N, L, g)
-    scores = scores.view(b, kv_heads, length, group)
-    if attention_mask is not None:
-        mask = attention_mask[:, :, -1, :, None]                        # (B, 1, L, 1)
-        if mask.dtype == torch.bool:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        else:
-            scores = scores + mask.float()
-    probs = torch.softmax(scores, dim=2).to(values.dtype)               # (B, H_kv, L, g)
-    out = torch.bmm(probs.view(b * kv_heads, length, group).transpose(1, 2), values)  # (N, g, D)
+    keys, values = whole_buffers(key, value) or (key, value)           # (B, H_kv, C, D), C >= L
+    width = keys.shape[2]
+    q = query.reshape(b * kv_heads, group, dim)                         # (N, g, D)
+    scores = torch.bmm(q, keys.reshape(b * kv_heads, width, dim).transpose(1, 2))  # (N, g, C)
+    scores = scores.float().mul_(scale).view(b, kv_heads, group, width)
+    keep = None if attention_mask is None else attention_mask[:, :, -1:, :]   # (B, 1, 1, L)
+    if keep is not None and keep.dtype != torch.bool:
+        scores[..., :length] += keep.float()
+        keep = None
+    if keep is not None or width > length:
+        attend = torch.zeros(b, 1, 1, width, dtype=torch.bool, device=scores.device)
+        attend[..., :length] = True if keep is None else keep
+        scores = scores.masked_fill_(~attend, float("-inf"))
+    probs = torch.softmax(scores, dim=-1).to(values.dtype)              # (B, H_kv, g, C)
+    out = torch.bmm(probs.view(b * kv_heads, group, width),
+                    values.reshape(b * kv_heads, width, dim))           # (N, g, D)
     return out.view(b, heads, 1, dim).transpose(1, 2), None              # (B, 1, H, D)
+
+
+def whole_buffers(key: torch.Tensor, value: torch.Tensor
+                  ) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The contiguous (B, H_kv, C, D) buffers whose first L columns `key` and `value` are (as
+    `GrowingLayer` hands them), or None when either is laid out otherwise.
+
+    torch's CPU bmm copies a bf16 operand whose batch stride is not rows x columns before it
+    multiplies, so over the views a decode step copied the whole cache twice per layer. Over the
+    whole buffers the operands are contiguous; the C - L spare columns cost their reads and are
+    masked out. They must be finite (0 x NaN is NaN in the product with V): the engine's caches
+    zero them (`agent.engines.kvcache`). Under inference mode a view keeps no `_base`, so the
+    buffer is found from the strides: a view of a buffer's first columns starts at its storage's
+    start, and the storage holds all C columns."""
+    found = []
+    for view in (key, value):
+        b, heads, length, dim = view.shape
+        row = view.stride(1)
+        if (view.stride(3) != 1 or view.stride(2) != dim or row % dim or row // dim < length
+                or view.stride(0) != heads * row or view.storage_offset()
+                or view.untyped_storage().nbytes() < b * heads * row * view.element_size()):
+            return None
+        found.append(view.as_strided((b, heads, row // dim, dim), view.stride()))
+    return (found[0], found[1]) if found[0].shape == found[1].shape else None
 
 
 def register() -> str:

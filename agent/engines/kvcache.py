@@ -3,6 +3,9 @@
 `growing_cache` is transformers' DynamicCache with layers that append into preallocated buffers
 (capacity doubling) instead of concatenating: a DynamicLayer copies its whole cache at every
 decoding step, which for a batch of long multi-turn contexts moves gigabytes per token on a CPU.
+A buffer's spare columns (beyond the cache's length) are zero, never uninitialised memory: the
+decode attention multiplies over whole buffers and masks them (`agent.engines.attention`), and
+garbage could hold NaN.
 
 The prefix cache carries each episode's KV cache from one turn to the next.
 
@@ -161,6 +164,7 @@ def keep_rows(cache: DynamicCache, index: torch.Tensor) -> None:
     def rows_of(buf: torch.Tensor, used: int) -> torch.Tensor:
         out = buf.new_empty((len(index), *buf.shape[1:]))                      # (r, H_kv, cap, D)
         out[:, :, :used] = buf[index, :, :used]
+        out[:, :, used:] = 0                                   # spare columns stay finite
         return out
 
     for layer in cache.layers:
@@ -175,6 +179,7 @@ def _regrow(buf: torch.Tensor | None, like: torch.Tensor, used: int, capacity: i
     out = torch.empty(shape, dtype=like.dtype, device=like.device)
     if buf is not None and used:
         out[:, :, :used] = buf[:, :, :used]
+    out[:, :, used:] = 0                                       # spare columns stay finite
     return out
 
 
