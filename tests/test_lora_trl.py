@@ -65,6 +65,14 @@ def _ours_step(engine, batch, old_packed):
     return loss.item()
 
 
+TOLERANCE = {1: 1e-4, 2: 1e-3}
+"""Relative gradient error per step. Step 2's gradients flow through B after one AdamW step, which
+moves every entry by about the learning rate whatever its gradient's size, so the two sides' float
+rounding (another reduction order in another CPU's kernels) reaches them: 1.06e-4 at step 2 on a
+Xeon with AMX, under 1e-4 on an EPYC. Step 1 (B = 0, the same adapters, the same data) keeps
+1e-4, and the losses are compared to 1e-6 at both steps."""
+
+
 def test_dapo_with_lora_agrees_with_trl_and_peft(trl_lora, tiny_model_dir):
     from trainer.engine_torch import TorchEngine
     from trainer.episodes import Episode
@@ -97,7 +105,7 @@ def test_dapo_with_lora_agrees_with_trl_and_peft(trl_lora, tiny_model_dir):
         loss = _ours_step(ours, batch, old_packed)
         assert abs(loss - theirs.item()) < 1e-6, step
         for name, p in ours_ad.items():
-            assert _rel(p.grad, theirs_ad[name].grad) < 1e-4, (step, name)
+            assert _rel(p.grad, theirs_ad[name].grad) < TOLERANCE[step], (step, name)
         a_grads = sum(float(p.grad.abs().sum()) for n, p in ours_ad.items() if "lora_A" in n)
         assert (a_grads == 0.0) == (step == 1)         # B = 0 at step 1: no gradient reaches A
         torch.nn.utils.clip_grad_norm_(theirs_ad.values(), 1.0)      # TRL's max_grad_norm
