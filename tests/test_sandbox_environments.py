@@ -27,6 +27,27 @@ def test_fast_path_reuses_the_running_interpreter(store, tmp_path):
     assert out == sys.prefix
 
 
+def test_pytest_in_the_running_interpreter_loads_only_the_specs_plugins(store, tmp_path):
+    """The running interpreter holds this project's pytest plugins (xdist, pytest-timeout); a
+    sandbox on it loads none that the instance did not ask for, and one it asks for is loaded."""
+    from importlib import metadata
+
+    from sandbox.environments import plugins_of
+    installed = {d.metadata["Name"].lower() for d in metadata.distributions()}
+    if not {"pytest-xdist", "pytest-timeout"} <= installed:
+        pytest.skip("needs pytest-xdist and pytest-timeout installed (make test installs them)")
+    assert plugins_of(("pytest",)) == ()
+    assert plugins_of(("pytest", "pytest-timeout>=2")) == ("pytest_timeout",)
+    probe = "python -m pytest --co -q -p no:cacheprovider tests/test_core.py"
+    plain = make_instance(store)
+    timed = replace(plain, env=EnvSpec(pip_packages=("pytest", "pytest-timeout")))
+    for instance, timeout_loaded in ((plain, False), (timed, True)):
+        with open_sandbox(instance, sandbox_config(tmp_path), store) as sb:
+            assert sb.execute(probe).exit_code == 0
+            assert (sb.execute(f"{probe} --timeout=5").exit_code == 0) == timeout_loaded
+            assert sb.execute(f"{probe} -n 0").exit_code != 0     # xdist's option: not loaded
+
+
 def test_missing_python_version_names_it_and_how_to_install(store, tmp_path):
     inst = make_instance(store, env=EnvSpec(python="2.1"))
     with pytest.raises(EnvBuildError, match=r"Python 2\.1 is needed.*install Python 2\.1"):
