@@ -131,7 +131,7 @@ def plugins_of(requirements: tuple[str, ...]) -> tuple[str, ...]:
     if not requirements:
         return ()
     from packaging.requirements import Requirement
-    modules = set()
+    modules: set[str] = set()
     for requirement in requirements:
         try:
             dist = metadata.distribution(Requirement(requirement).name)
