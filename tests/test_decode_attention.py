@@ -50,8 +50,8 @@ def test_one_query_token_over_a_strided_cache_matches_plain_attention(mask_kind)
 
 def test_the_whole_buffer_path_is_taken_only_for_a_view_of_a_buffers_first_columns():
     """`whole_buffers` finds the (B, H_kv, C, D) buffer behind a view of its first L columns;
-    a view that starts later in its storage, or a transposed one, is multiplied as it is, and
-    both give plain attention's output."""
+    a view that starts later in its storage, or a token-major one, is multiplied as it is, and
+    all give plain attention's output."""
     gen = torch.Generator().manual_seed(2)
     b, kv_heads, dim = 2, 3, 16
     buf_k, buf_v = (torch.randn(b, kv_heads, 64, dim, generator=gen) for _ in range(2))
@@ -76,7 +76,7 @@ def test_the_caches_spare_columns_are_zero_after_growing_and_dropping_rows():
     from agent.engines.kvcache import GrowingLayer, keep_rows
     layer = GrowingLayer()
     for _ in range(3):                                      # grows past its first capacity
-        keys = torch.full((4, 3, 50, 8), float("nan")).nan_to_num_(7.0)
+        keys = torch.full((4, 3, 50, 8), 7.0)
         layer.update(keys, keys.clone())
     assert layer._kbuf.shape[2] > 150 and torch.all(layer._kbuf[:, :, 150:] == 0)
     keep_rows(SimpleNamespace(layers=[layer]), torch.tensor([0, 2]))

@@ -15,8 +15,8 @@ matmuls below (`bench/decode_attention.py`). Half of a decode step's time was at
   `whole_buffers`), masking the C - L spare ones. torch's CPU bmm copies a bf16 operand whose
   batch stride is not rows x columns, so over the views every layer copied its keys and values
   first; under jemalloc (as the CLI runs) a decode step of 32 rows over 1,200 cached tokens took
-  484 ms that way and 171 ms over the whole buffers, 218 against 735 ms at 2,000 tokens
-  (2-core Xeon with AMX, 2026-11-30). There the step reads about 1 GB of cache, so it is bound by
+  449 ms that way and 150 ms over the whole buffers (`bench/decode_attention.py --rows 32`, a
+  2-core Xeon with AMX, 2026-11-30). Such a step reads about 1 GB of cache, so it is bound by
   that read;
 - the scores are (g, C) per (row, KV head), so the softmax runs over the last dimension, in fp32,
   and its probabilities are cast to the cache's dtype for the product with V (as a flash
