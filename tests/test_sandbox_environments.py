@@ -48,6 +48,19 @@ def test_pytest_in_the_running_interpreter_loads_only_the_specs_plugins(store, t
             assert sb.execute(f"{probe} -n 0").exit_code != 0     # xdist's option: not loaded
 
 
+def test_a_planted_module_named_like_a_plugin_is_not_imported_by_pytest(store, tmp_path):
+    """A policy's file named like an installed plugin's module (xdist's, first on sys.path under
+    `python -m pytest`) is not imported: autoloading is off for a pytest-only spec."""
+    from importlib import metadata
+    if "pytest-xdist" not in {d.metadata["Name"].lower() for d in metadata.distributions()}:
+        pytest.skip("needs pytest-xdist installed (make test installs it)")
+    with open_sandbox(make_instance(store), sandbox_config(tmp_path), store) as sb:
+        sb.execute("mkdir -p xdist && : > xdist/__init__.py && "
+                   "echo 'open(\"/tmp/planted\", \"w\").close()' > xdist/plugin.py")
+        sb.execute("python -m pytest -q -p no:cacheprovider tests/test_core.py")
+        assert sb.execute("test -e /tmp/planted").exit_code != 0
+
+
 def test_missing_python_version_names_it_and_how_to_install(store, tmp_path):
     inst = make_instance(store, env=EnvSpec(python="2.1"))
     with pytest.raises(EnvBuildError, match=r"Python 2\.1 is needed.*install Python 2\.1"):
