@@ -77,11 +77,13 @@ def train(config: str | Path | None = None, overrides: Sequence[str] = ()) -> Ru
     return _run(train_flow, run_dir, config=config, overrides=overrides)
 
 
-def rft(config: str | Path | None = None, overrides: Sequence[str] = ()) -> RunResult:
-    """Run the `rft` flow (rejection fine-tuning on the policy's own successes, then evaluation)."""
+def rft(config: str | Path | None = None, overrides: Sequence[str] = (),
+        evaluate: bool = True) -> RunResult:
+    """Run the `rft` flow (rejection fine-tuning on the policy's own successes, then evaluation
+    unless `evaluate` is false)."""
     from flows.training import rft_flow
     config, overrides, run_dir = _checked(config, overrides, prefix="rft")
-    return _run(rft_flow, run_dir, config=config, overrides=overrides)
+    return _run(rft_flow, run_dir, config=config, overrides=overrides, evaluate=evaluate)
 
 
 def evaluate(config: str | Path | None = None, overrides: Sequence[str] = (),

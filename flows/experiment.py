@@ -62,6 +62,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from flows.ladder_options import skippable
 from flows.preflight import start_policy
 from swe_rlvr.config import Config, ConfigError, load_config
 from tasks import ladder_tracking
@@ -96,7 +97,8 @@ ARMS: dict[str, Arm] = {a.name: a for a in (
 
 
 SHARED_WARMUP = Arm("warmup", "evaluate", None, ())
-"""The warmup arm when the warm-up is shared across seeds: an evaluation of the shared policy."""
+"""The warmup arm when its warm-up was trained elsewhere (shared across seeds, or the seed's own
+from an earlier run): an evaluation of that policy."""
 
 
 def arms_to_run(requested: Sequence[str]) -> list[str]:
@@ -127,8 +129,8 @@ def arm_overrides(arm: Arm, cfg: Config) -> list[str]:
 
 def inherit_start(row: dict, parent: dict | None) -> dict:
     """The arm's result with step 0 (its starting policy) taken from the parent arm's evaluation
-    when the arm did not evaluate it itself."""
-    if parent is None or "0" in row["pass1_by_step"]:
+    when the arm did not evaluate it itself (and the parent did: `--skip-eval`)."""
+    if parent is None or parent["pass1"] is None or "0" in row["pass1_by_step"]:
         return row
     return {**row, "pass1_by_step": {"0": parent["pass1"], **row["pass1_by_step"]}}
 
@@ -163,6 +165,13 @@ class Ladder:
     """RL arms sample a fixed window of this many instances, those whose sampling in the rft arm
     of the same seed was split between resolved and unresolved (`window_overrides`); 0: the
     config's own instances."""
+    skip_eval: frozenset[str] = frozenset()
+    """Arms trained but not evaluated (`flows.ladder_options.SKIPPABLE`): their results hold a pass@1 of None and stay
+    out of the report and the seed files."""
+    warmup_checkpoint: str | None = None
+    """The one seed's own warm-up, trained earlier by the same recipe (`flows.ladder_options`)."""
+    warmup_trained: dict | None = None
+    """Its provenance: digest and the commit that trained it."""
 
     def seed_overrides(self, arm: Arm, seed: int, policy: str) -> list[str]:
         return [*self.overrides, *arm_overrides(arm, self.cfg), f"engine.model={policy}",
@@ -187,7 +196,9 @@ class Ladder:
         return done
 
     def results(self) -> dict[str, list[dict]]:
-        found = {a: [self.load(a, s) for s in self.seeds] for a in self.arms}
+        """The evaluated results of every arm, over the seeds that have one."""
+        found = {a: [r if r and r["pass1"] is not None else None
+                     for r in (self.load(a, s) for s in self.seeds)] for a in self.arms}
         return {a: [r for r in rs if r] for a, rs in found.items() if any(rs)}
 
 
@@ -230,14 +241,17 @@ def run_ladder(config: str | Path | None = None, overrides: Sequence[str] = (), 
                arms: Sequence[str] = tuple(ARMS), out: str | Path = "runs/ladder",
                only_seeds: Sequence[int] = (), base_rate: float = PLAN_BASE_RATE,
                results_dir: str | Path | None = None, shared_warmup: str | None = None,
-               mixed_window: int = 0) -> str:
+               mixed_window: int = 0, skip_eval: Sequence[str] = (),
+               warmup_checkpoint: str | None = None) -> str:
     """Run (or resume) the ladder; returns the path of report.md. `only_seeds` (a subset of
     0..seeds-1) runs just those; the report still covers every seed that has a result.
     `base_rate`: the pass@1 the design's minimum detectable difference assumes. `results_dir`:
     every (arm, seed) result, finished now or earlier, is also merged into its committable
     `results_dir/seed-<s>.json` (`tasks.ladder_results`). `shared_warmup`: a warm-up checkpoint
     that every seed's warmup arm evaluates instead of training one (module docstring).
-    `mixed_window`: `Ladder.mixed_window`."""
+    `mixed_window`: `Ladder.mixed_window`. `skip_eval`: arms (`skippable`) trained without an
+    evaluation. `warmup_checkpoint`: the one seed's own warm-up, trained earlier by the same
+    recipe, which its warmup arm evaluates instead of training (`flows.ladder_options`)."""
     from flows.preflight import preflight
     if seeds < 1:
         raise ConfigError(f"--seeds must be at least 1 (got {seeds}); use 3 or more for a CI.")
@@ -251,7 +265,12 @@ def run_ladder(config: str | Path | None = None, overrides: Sequence[str] = (), 
     check_ladder(cfg)
     preflight(cfg)
     ladder = Ladder(str(config) if config else None, overrides, cfg, out, list(range(seeds)),
-                    arms_to_run(list(arms)), base_rate, mixed_window=mixed_window)
+                    arms_to_run(list(arms)), base_rate, mixed_window=mixed_window,
+                    skip_eval=skippable(skip_eval, arms))
+    if warmup_checkpoint is not None:
+        from flows.ladder_options import own_warmup
+        ladder.warmup_checkpoint, ladder.warmup_trained = own_warmup(
+            ladder, ARMS["warmup"], warmup_checkpoint, only_seeds, shared_warmup)
     if shared_warmup is not None:
         if not (Path(shared_warmup) / "config.json").exists():
             raise ConfigError(f"--shared-warmup {shared_warmup} is not a model checkpoint (no "
@@ -282,8 +301,8 @@ def run_ladder(config: str | Path | None = None, overrides: Sequence[str] = (), 
 def _run_arm_seed(ladder: Ladder, arm: Arm, seed: int, arm_run: str) -> dict:
     done = ladder.load(arm.name, seed)
     if done:
-        log.info("ladder: %s seed %d already done (pass@1 %.3f), skipped", arm.name, seed,
-                 done["pass1"])
+        log.info("ladder: %s seed %d already done (pass@1 %s), skipped", arm.name, seed,
+                 "not evaluated" if done["pass1"] is None else f"{done['pass1']:.3f}")
         _record(ladder, done)
         return done
     parent = None
@@ -296,57 +315,47 @@ def _run_arm_seed(ladder: Ladder, arm: Arm, seed: int, arm_run: str) -> dict:
     else:
         policy = start_policy(ladder.cfg)
     shared = arm.name == "warmup" and ladder.shared_warmup is not None
-    if shared:
-        arm, policy = SHARED_WARMUP, str(ladder.shared_warmup)
-    log.info("ladder: %s seed %d %s %s", arm.name, seed,
-             "evaluates the shared warm-up" if shared else "starting from", policy)
+    own = arm.name == "warmup" and ladder.warmup_checkpoint is not None
+    if shared or own:
+        arm, policy = SHARED_WARMUP, str(ladder.shared_warmup or ladder.warmup_checkpoint)
+    log.info("ladder: %s seed %d %s %s", arm.name, seed, "evaluates the shared warm-up" if shared
+             else "evaluates its warm-up trained earlier" if own else "starting from", policy)
+    from flows.ladder_options import window_overrides
     window = (window_overrides(policy, ladder.mixed_window)
               if ladder.mixed_window and arm.flow == "train" and arm.parent == "rft" else [])
+    scored = arm.name not in ladder.skip_eval
     began = time.monotonic()
-    result = _flow(arm.flow)(ladder.config, ladder.seed_overrides(arm, seed, policy) + window)
+    result = _flow(arm.flow)(ladder.config, ladder.seed_overrides(arm, seed, policy) + window,
+                             **({} if scored else {"evaluate": False}))
     from tasks.ladder_report import seed_result
-    row = inherit_start(seed_result(arm.name, seed, result, time.monotonic() - began), parent)
+    row = inherit_start(seed_result(arm.name, seed, result, time.monotonic() - began, scored),
+                        parent)
     if window:
         row = {**row, "train_ids": window[0].split("=", 1)[1]}
     if shared:
         from tasks.ladder_results import checkpoint_digest
         row = {**row, "policy": policy, "shared_warmup": checkpoint_digest(policy)}
+    if own:
+        row = {**row, "policy": policy, "warmup_trained": ladder.warmup_trained}
     ladder_tracking.tag_child(ladder.cfg, row["mlflow_run_id"], arm_run, arm.name, seed)
     path = ladder.result_path(arm.name, seed)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(row, indent=1))
-    log.info("ladder: %s seed %d done in %.1f min: pass@1 %.3f, format errors %.2f, submit %.2f, "
-             "turns %.1f", arm.name, seed, row["wall_s"] / 60, row["pass1"],
-             row["format_error_rate"], row["submit_rate"], row["mean_turns"])
+    if scored:
+        log.info("ladder: %s seed %d done in %.1f min: pass@1 %.3f, format errors %.2f, submit "
+                 "%.2f, turns %.1f", arm.name, seed, row["wall_s"] / 60, row["pass1"],
+                 row["format_error_rate"], row["submit_rate"], row["mean_turns"])
+    else:
+        log.info("ladder: %s seed %d trained in %.1f min, not evaluated (--skip-eval)", arm.name,
+                 seed, row["wall_s"] / 60)
     _record(ladder, row)
     return row
 
 
-def window_overrides(policy: str, size: int) -> list[str]:
-    """A fixed RL window: the first `size` instances whose RFT sampling (the stage that trained
-    the rft arm's checkpoint `policy`) was split between resolved and unresolved episodes. Nebius
-    filter their RL pool to such instances; a fixed window makes the train resolve rate a curve
-    over the same instances."""
-    from swe_rlvr import artifacts, curriculum
-    from tasks import store
-    stage = Path(policy).parent
-    episodes = artifacts.outcomes(store.read_rows(str(stage / "rollouts.parquet"), "rollouts"),
-                                  store.read_rows(str(stage / "validations.parquet"), "validations"))
-    ids = curriculum.mixed(curriculum.accumulate({}, episodes), size)
-    if not ids:
-        raise ConfigError(f"--mixed-window: no instance of the rft arm's sampling in {stage} was "
-                          f"resolved in some episodes and not in others; give the rft arm more "
-                          f"instances (instances.limit) or run without --mixed-window.")
-    if len(ids) < size:
-        log.warning("ladder: the rft arm's sampling split only %d instances, fewer than the "
-                    "--mixed-window %d; RL samples those", len(ids), size)
-    return [f"instances.train_ids=[{','.join(ids)}]", f"instances.limit={len(ids)}",
-            "instances.rotate=false"]
-
-
 def _record(ladder: Ladder, row: dict) -> None:
-    """Merge the (arm, seed) result into its committable seed file, when the ladder has one."""
-    if ladder.results_dir is None or ladder.meta is None:
+    """Merge the (arm, seed) result into its committable seed file, when the ladder has one and
+    the arm was evaluated."""
+    if ladder.results_dir is None or ladder.meta is None or row["pass1"] is None:
         return
     from tasks.ladder_results import finished_at, update_seed_file
     path = ladder.result_path(row["arm"], row["seed"])

@@ -6,6 +6,7 @@
     swe-rlvr experiment ladder orchestration.iterations=3 engine.device=cuda engine.name=vllm
     swe-rlvr experiment ladder --plan eval.limit=0 eval.runs=4    # the design and its MDD only
     swe-rlvr experiment ladder --only-seeds 0 --results-dir docs/ladder   # + committable seed-0.json
+    swe-rlvr experiment ladder --arms warmup,dapo --skip-eval rft   # rft trained, not evaluated
     swe-rlvr experiment report docs/ladder --out docs/ladder-cpu.md     # the report from those
 
 The design (arms, seeds, graded episodes per arm and seed, minimum detectable difference) is
@@ -58,6 +59,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "sampling in the seed's rft arm was split between resolved and "
                              "unresolved (set instances.limit above N for the rft arm's "
                              "sampling); 0: the config's own instances (default)")
+    ladder.add_argument("--skip-eval", default="", metavar="ARMS",
+                        help="comma list of prerequisite arms to train without evaluating "
+                             "(rft: the dapo arms start from it, the dapo - warmup claim does "
+                             "not compare it); their results stay out of the report")
+    ladder.add_argument("--warmup-checkpoint", default=None, metavar="CHECKPOINT",
+                        help="the one seed's (--only-seeds) own warm-up, trained earlier by the "
+                             "same recipe (<run>/warmup/iter_0/checkpoint): its warmup arm "
+                             "evaluates it instead of training it again; refused when the run "
+                             "that trained it differs in a field the warm-up reads")
     ladder.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                         help="dotted overrides, e.g. orchestration.iterations=2 eval.runs=3")
     ladder.set_defaults(handler=_ladder)
@@ -92,7 +102,9 @@ def _ladder(args: argparse.Namespace) -> int:
                          f"(got {args.only_seeds!r})") from None
     report = run_ladder(args.config, args.overrides, seeds=args.seeds, arms=arms, out=args.out,
                         only_seeds=only, base_rate=args.base_rate, results_dir=args.results_dir,
-                        shared_warmup=args.shared_warmup, mixed_window=args.mixed_window)
+                        shared_warmup=args.shared_warmup, mixed_window=args.mixed_window,
+                        skip_eval=[a.strip() for a in args.skip_eval.split(",") if a.strip()],
+                        warmup_checkpoint=args.warmup_checkpoint)
     print(Path(report).read_text())
     print(f"report: {report}")
     return 0

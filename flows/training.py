@@ -68,13 +68,16 @@ def train_flow(config: str | None = None, overrides: list[str] | None = None) ->
 
 
 @flow(name="rft")
-def rft_flow(config: str | None = None, overrides: list[str] | None = None) -> RunResult:
-    """Rejection fine-tuning on the policy's own successes, then an evaluation of the result."""
+def rft_flow(config: str | None = None, overrides: list[str] | None = None,
+             evaluate: bool = True) -> RunResult:
+    """Rejection fine-tuning on the policy's own successes, then (unless `evaluate` is false) an
+    evaluation of the result."""
     cfg = _config(config, overrides)
     run_dir, runner = run_directory(cfg, prefix="rft"), task_runner(cfg)
     with tracked_run(cfg, run_dir) as run_id:
         policy = rft_warmup.with_options(task_runner=runner)(cfg, run_dir, start_policy(cfg))
-        evaluate_policy.with_options(task_runner=runner)(cfg, run_dir, 0, policy)
+        if evaluate:
+            evaluate_policy.with_options(task_runner=runner)(cfg, run_dir, 0, policy)
         steps = {0: track_step(cfg, run_id, run_dir, 0, policy, final=True)}
         summarize(cfg, run_id, run_dir, steps, "rft")
     return RunResult(run_dir, run_id, tracking_uri(cfg), policy, steps, [policy])

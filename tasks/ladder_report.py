@@ -32,8 +32,16 @@ RECORDED = ("instances", "training")
 """Result fields that a result file of an earlier swe-rlvr may lack (`complete` adds them)."""
 
 
-def seed_result(arm: str, seed: int, result, wall_s: float) -> dict:
-    """The JSON-able result of one (arm, seed) from its flow's RunResult."""
+def seed_result(arm: str, seed: int, result, wall_s: float, scored: bool = True) -> dict:
+    """The JSON-able result of one (arm, seed) from its flow's RunResult. `scored` false: an arm
+    the ladder trained without evaluating it (`--skip-eval`): its policy, training curve and
+    times, and a pass@1 of None."""
+    common = {"arm": arm, "seed": seed, "run_dir": result.run_dir, "run_name": result.run_name,
+              "mlflow_run_id": result.mlflow_run_id, "policy": str(result.policy_dir),
+              "times": stage_seconds(_manifests(result.run_dir)), "wall_s": wall_s}
+    if not scored:
+        return {**common, "pass1_by_step": {}, "pass1": None, "instances": {},
+                "training": training_curve(result.run_dir)}
     evaluated = {str(k): float(m["pass1"]) for k, m in sorted(result.metrics.items()) if "pass1" in m}
     if not evaluated:
         raise ValueError(f"Arm {arm!r} seed {seed}: the run {result.run_dir} logged no pass@1; "
@@ -41,11 +49,8 @@ def seed_result(arm: str, seed: int, result, wall_s: float) -> dict:
     last = max(int(k) for k in evaluated)
     eval_url = store.join(result.run_dir, f"iter_{last}", "eval_rollouts.parquet")
     rollouts = store.read_rows(eval_url, "rollouts") if store.exists(eval_url) else []
-    return {"arm": arm, "seed": seed, "run_dir": result.run_dir, "run_name": result.run_name,
-            "mlflow_run_id": result.mlflow_run_id, "policy": str(result.policy_dir),
-            "pass1_by_step": evaluated, "pass1": evaluated[str(last)],
-            **episode_stats(rollouts), **recorded(result.run_dir, last),
-            "times": stage_seconds(_manifests(result.run_dir)), "wall_s": wall_s}
+    return {**common, "pass1_by_step": evaluated, "pass1": evaluated[str(last)],
+            **episode_stats(rollouts), **recorded(result.run_dir, last)}
 
 
 def recorded(run_dir: str, last: int) -> dict:

@@ -23,6 +23,9 @@ committed, and `write_committed_report` regenerates the report from those files 
 - A warm-up shared across seeds (`swe-rlvr experiment ladder --shared-warmup`) is part of the
   protocol: its checkpoint's digest (`shared_warmup`; null when each seed trained its own) must
   match across the arms of a file and the seeds of a report, which states it.
+- A seed's own warm-up trained earlier (`--warmup-checkpoint`, `flows.ladder_options`) is not
+  part of the protocol (each seed still has its own): its warmup arm records the checkpoint's
+  digest and the commit that trained it (`warmup_trained`), and the report says so.
 - `notes` are written by hand and kept by every merge.
 Simplification: `dirty` records uncommitted changes to tracked files only; the commit is "unknown"
 where git is missing or the code is not a checkout.
@@ -308,12 +311,17 @@ def _provenance(*groups: Results) -> list[str]:
     for results in groups:
         for name, rows in results.items():
             for r in rows:
-                key = (name, r["commit"], r["dirty"], r["config"], " ".join(r["overrides"]))
+                trained = r.get("warmup_trained")         # --warmup-checkpoint
+                earlier = (f"; its warm-up was trained earlier, at commit `{trained['commit']}` "
+                           f"(checkpoint sha256 `{trained['digest'][:12]}`), by the same recipe"
+                           if trained else "")
+                key = (name, r["commit"], r["dirty"], r["config"], " ".join(r["overrides"]),
+                       earlier)
                 made.setdefault(key, []).append(r["seed"])
     return [f"  - `{name}` seed(s) {', '.join(map(str, seeds))}: commit `{commit}`"
             f"{' with uncommitted changes' if dirty else ''}, config `{config}`, overrides "
-            f"`{overrides or '(none)'}`" for (name, commit, dirty, config, overrides), seeds
-            in made.items()]
+            f"`{overrides or '(none)'}`{earlier}" for (name, commit, dirty, config, overrides,
+                                                   earlier), seeds in made.items()]
 
 
 def _gpu_section(gpu: Results) -> str:

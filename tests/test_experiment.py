@@ -125,6 +125,8 @@ def test_rl_arms_take_step_0_from_the_arm_they_start_from():
     assert inherit_start(dapo, None) is dapo
     evaluated = {"pass1": 0.2, "pass1_by_step": {"0": 0.3, "1": 0.2}}   # its own step 0 stands
     assert inherit_start(evaluated, rft) is evaluated
+    unevaluated = {"pass1": None, "pass1_by_step": {}}                # --skip-eval rft
+    assert inherit_start(dapo, unevaluated) is dapo
 
 
 def test_ladder_refuses_to_evaluate_on_the_training_split():
@@ -349,38 +351,35 @@ def test_a_shared_warm_up_is_evaluated_per_seed_not_trained(ladder, tiny_model_d
     assert "one warm-up shared by every seed" in text
 
 
-def test_the_mixed_window_is_the_rft_samplings_split_instances(tmp_path):
-    """window_overrides reads the rft stage's real artifacts beside its checkpoint: of three
-    instances sampled twice, only the one resolved once and not the other time is kept."""
-    from flows.experiment import window_overrides
-    from swe_rlvr.config import ConfigError, load_config
-    from tasks import store
-    stage = tmp_path / "rft" / "iter_0"
-    (stage / "checkpoint").mkdir(parents=True)
-    wins = {("A", 0): True, ("A", 1): True, ("B", 0): True, ("B", 1): False,
-            ("C", 0): False, ("C", 1): False}
-    rollouts = [_full_row("rollouts", episode_id=f"{i}{s}", instance_id=i, sample=s,
-                          termination="submitted") for i, s in wins]
-    grades = [_full_row("validations", episode_id=f"{i}{s}", instance_id=i, resolved=won)
-              for (i, s), won in wins.items()]
-    store.write_table(str(stage / "rollouts.parquet"), "rollouts", rollouts)
-    store.write_table(str(stage / "validations.parquet"), "validations", grades)
-    got = window_overrides(str(stage / "checkpoint"), 8)
-    assert got == ["instances.train_ids=[B]", "instances.limit=1", "instances.rotate=false"]
-    assert load_config("configs/ladder.yaml", got).instances.train_ids == ("B",)
-    store.write_table(str(stage / "validations.parquet"), "validations",
-                      [{**g, "resolved": False} for g in grades])
-    with pytest.raises(ConfigError, match="no instance of the rft arm's sampling"):
-        window_overrides(str(stage / "checkpoint"), 8)
-
-
-def _full_row(name: str, **values) -> dict:
-    """A row of the versioned `name` table: each column's type's zero, then `values`."""
-    import pyarrow as pa
-
-    from swe_rlvr.artifacts import versioned
-    zero = {pa.types.is_string: "", pa.types.is_boolean: False, pa.types.is_integer: 0,
-            pa.types.is_floating: 0.0, pa.types.is_list: []}
-    row = {f.name: next((z for test, z in zero.items() if test(f.type)), None)
-           for f in versioned(name)}
-    return {**row, **values}
+@pytest.mark.e2e
+def test_a_seeds_own_warm_up_is_evaluated_and_an_unevaluated_rft_stays_out(ladder, tiny_model_dir,
+                                                                          tmp_path):
+    """--warmup-checkpoint and --skip-eval rft: seed 0's warmup arm evaluates the warm-up that the
+    toy ladder trained (same recipe, same seed), the rft arm trains without an evaluation, dapo
+    starts from it, and the seed file and the report hold warmup and dapo only. Another recipe's
+    warm-up is refused, naming the field, before anything runs."""
+    from flows.experiment import run_ladder
+    from tasks.ladder_results import checkpoint_digest, write_committed_report
+    out, _, _ = ladder
+    own = json.loads((out / "results" / "warmup" / "seed0.json").read_text())["policy"]
+    again = tmp_path / "own"
+    base = [*TOY, f"engine.model={tiny_model_dir}", f"sandbox.workdir={again / 'work'}"]
+    with pytest.raises(ConfigError, match="trained with trainer.rft_lr=0.0001, but"):
+        run_ladder("configs/ladder.yaml", [*base, "trainer.rft_lr=0.001"], seeds=1,
+                   arms=["warmup"], out=again, only_seeds=[0], warmup_checkpoint=own)
+    run_ladder("configs/ladder.yaml", base, seeds=1, arms=["warmup", "dapo"], out=again,
+               only_seeds=[0], skip_eval=["rft"], warmup_checkpoint=own,
+               results_dir=tmp_path / "committed")
+    row = {arm: json.loads((again / "results" / arm / "seed0.json").read_text())
+           for arm in ("warmup", "rft", "dapo")}
+    assert row["warmup"]["policy"] == own and row["warmup"]["training"] == {}
+    assert row["warmup"]["warmup_trained"]["digest"] == checkpoint_digest(own)
+    assert row["warmup"]["times"].get("update", 0.0) == 0.0                 # nothing trained
+    assert row["rft"]["pass1"] is None and list(row["rft"]["training"]) == ["0"]
+    assert not (again / "rft-seed0" / "iter_0" / "eval_rollouts.parquet").exists()
+    assert row["dapo"]["pass1_by_step"] == {"1": 0.0}                 # no step 0 to inherit
+    seed = json.loads((tmp_path / "committed" / "seed-0.json").read_text())
+    assert sorted(seed["arms"]) == ["dapo", "warmup"]
+    text = write_committed_report(tmp_path / "committed", tmp_path / "report.md")
+    assert "| dapo − warmup | pooled |" in text and "| rft |" not in text
+    assert f"trained earlier, at commit `{row['warmup']['warmup_trained']['commit']}`" in text
