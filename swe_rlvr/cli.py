@@ -12,6 +12,7 @@ import importlib
 import logging
 import os
 import sys
+from typing import NoReturn
 
 # command group -> "module:function" that adds its subparsers
 COMMAND_GROUPS: dict[str, str] = {
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.handler(args) or 0)
     except KeyboardInterrupt:
-        return 130
+        return stop(130)
     except Exception as exc:  # noqa: BLE001 - the CLI boundary: one clear message, not a traceback
         from swe_rlvr.config import ConfigError
         explained = (CommandError, ConfigError, FileNotFoundError, ValueError)
@@ -78,6 +79,32 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 1 if isinstance(exc, CommandError) else 2
         raise
+    except BaseException as exc:
+        # SIGTERM inside a flow run: Prefect raises its TerminationSignal, a BaseException that
+        # carries the signal's number (told by that number: swe_rlvr imports no Prefect)
+        number = getattr(exc, "signal", None)
+        if isinstance(number, int) and not isinstance(exc, (SystemExit, GeneratorExit)):
+            return stop(128 + number)
+        raise
+
+
+STOPPED = ("stopped: every finished stage and episode is kept; rerun the same command to resume "
+           "(`swe-rlvr sandbox sweep` removes containers a docker run left)")
+
+
+def stop(code: int) -> NoReturn:
+    """End the process now, with `code`, after Ctrl-C or SIGTERM. A normal exit would wait for the
+    threads of the flow's tasks (a rollout stage's episodes, a grading pool): they are not daemons
+    and never hear the signal, so a stopped ladder went on sampling until its stage ended. What a
+    rerun needs is on disk already (stage manifests, episode journals), and the flow and MLflow
+    runs were marked crashed or failed on the way out; jailed processes die with this one
+    (bwrap's --die-with-parent) and Prefect's ephemeral server with its watchdog
+    (`flows.ephemeral`)."""
+    print(STOPPED, file=sys.stderr)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def entry() -> int:

@@ -36,6 +36,52 @@ def test_log_lines_lose_their_tracebacks_even_when_another_handler_formatted_the
 
 
 
+STOPPABLE = """
+import argparse, sys, threading, time
+from swe_rlvr import cli
+threading.Thread(target=time.sleep, args=(300,)).start()   # a task's worker thread: no daemon
+
+def handler(args):
+    if sys.argv[1] == "term":                                # SIGTERM as Prefect's bridge raises it
+        from prefect.exceptions import TerminationSignal
+        raise TerminationSignal(15)
+    print("ready", flush=True)
+    time.sleep(300)                                          # Ctrl-C lands here
+
+def build():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("-v", "--verbose", action="store_true")
+    parser.set_defaults(handler=handler)
+    return parser
+
+cli.build_parser = build
+sys.exit(cli.main([]))
+"""
+
+
+@pytest.mark.parametrize("how, code", [("int", 130), ("term", 143)])
+def test_a_stopped_command_exits_at_once_though_its_tasks_threads_live(how, code):
+    """Ctrl-C (a real SIGINT) or SIGTERM ends the process with 128 + the signal and says how to
+    resume, without waiting for the threads of the flow's tasks, which never hear the signal (a
+    stopped ladder went on sampling until its stage ended)."""
+    import signal
+    import subprocess
+    import time
+    proc = subprocess.Popen([sys.executable, "-c", STOPPABLE, how], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        if how == "int":
+            assert proc.stdout.readline() == "ready\n"
+            proc.send_signal(signal.SIGINT)
+        began = time.monotonic()
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == code, err
+    assert time.monotonic() - began < 60                      # not the thread's 300 s
+    assert "rerun the same command to resume" in err
+
+
 @task(name="instances", retries=0)
 def _pick(split: str) -> str:
     raise ValueError(f"No instances of split {split!r}; use split 'all'")
