@@ -166,8 +166,8 @@ class Ladder:
     of the same seed was split between resolved and unresolved (`window_overrides`); 0: the
     config's own instances."""
     skip_eval: frozenset[str] = frozenset()
-    """Arms trained but not evaluated (`flows.ladder_options.SKIPPABLE`): their results hold a pass@1 of None and stay
-    out of the report and the seed files."""
+    """Arms trained but not evaluated (`flows.ladder_options.SKIPPABLE`): their results hold a
+    pass@1 of None and stay out of the report and the seed files."""
     warmup_checkpoint: str | None = None
     """The one seed's own warm-up, trained earlier by the same recipe (`flows.ladder_options`)."""
     warmup_trained: dict | None = None

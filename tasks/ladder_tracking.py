@@ -33,16 +33,18 @@ def tag_child(cfg: Config, run_id: str, arm_run: str, arm: str, seed: int) -> No
 def log_arm(cfg: Config, arm_run: str, parent: str, arm: str, seeds: list[dict],
             arm_dir: Path) -> None:
     """The arm's aggregate (and its mean pass@1 per step) on its run and, prefixed, on the parent;
-    once per set of seeds (`<arm dir>/logged.json`), so a resumed ladder logs nothing twice."""
+    once per set of seeds (`<arm dir>/logged.json`), so a resumed ladder logs nothing twice. The
+    arm's run ends FINISHED either way (an arm with no evaluated seed, `--skip-eval`, logs none)."""
+    from tasks import tracking
     logged = arm_dir / "logged.json"
     runs = sorted(s["mlflow_run_id"] for s in seeds)
     if not seeds or (logged.exists() and json.loads(logged.read_text()) == runs):
+        tracking.close_run(cfg, arm_run)        # `tracking_run` reopened it
         return
     import math
 
     from mlflow.entities import Metric
 
-    from tasks import tracking
     from tasks.ladder import aggregate_arm, curve
     from tasks.ladder_stats import arm_interval, pool
     now = int(time.time() * 1000)

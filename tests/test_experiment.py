@@ -307,6 +307,7 @@ def test_rerun_skips_every_finished_arm(ladder, tiny_model_dir):
                            "tags.swe_rlvr.arm = 'dapo'")
     arm_runs = [r for r in dapo if "swe_rlvr.seed" not in r.data.tags]
     assert len(arm_runs) == 1                                          # no second arm run
+    assert arm_runs[0].info.status == "FINISHED"                       # reopened, closed again
     assert len(mlc.get_metric_history(arm_runs[0].info.run_id, "pass1")) == 2   # nothing logged twice
 
 
@@ -380,6 +381,10 @@ def test_a_seeds_own_warm_up_is_evaluated_and_an_unevaluated_rft_stays_out(ladde
     assert row["dapo"]["pass1_by_step"] == {"1": 0.0}                 # no step 0 to inherit
     seed = json.loads((tmp_path / "committed" / "seed-0.json").read_text())
     assert sorted(seed["arms"]) == ["dapo", "warmup"]
+    from mlflow.tracking import MlflowClient
+    mlc = MlflowClient(f"sqlite:///{again / 'mlflow.db'}")
+    runs = mlc.search_runs([mlc.get_experiment_by_name("swe-rlvr").experiment_id])
+    assert {r.info.status for r in runs} == {"FINISHED"}              # the rft arm's run too
     text = write_committed_report(tmp_path / "committed", tmp_path / "report.md")
     assert "| dapo − warmup | pooled |" in text and "| rft |" not in text
     assert f"trained earlier, at commit `{row['warmup']['warmup_trained']['commit']}`" in text
