@@ -7,7 +7,7 @@
     swe-rlvr experiment ladder --plan eval.limit=0 eval.runs=4    # the design and its MDD only
     swe-rlvr experiment ladder --only-seeds 0 --results-dir docs/ladder   # + committable seed-0.json
     swe-rlvr experiment ladder --arms warmup,dapo --skip-eval rft   # rft trained, not evaluated
-    swe-rlvr experiment report docs/ladder --out docs/ladder-cpu.md     # the report from those
+    swe-rlvr experiment report docs/ladder/mixed --out docs/ladder-cpu.md   # the report from those
 
 The design (arms, seeds, graded episodes per arm and seed, minimum detectable difference) is
 printed before anything runs; --plan prints it and stops. Rerunning with the same --out resumes:
