@@ -62,7 +62,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from flows.ladder_options import skippable
+from flows.ladder_options import own_warmup, skippable, window_overrides
 from flows.preflight import start_policy
 from swe_rlvr.config import Config, ConfigError, load_config
 from tasks import ladder_tracking
@@ -268,7 +268,6 @@ def run_ladder(config: str | Path | None = None, overrides: Sequence[str] = (), 
                     arms_to_run(list(arms)), base_rate, mixed_window=mixed_window,
                     skip_eval=skippable(skip_eval, arms))
     if warmup_checkpoint is not None:
-        from flows.ladder_options import own_warmup
         ladder.warmup_checkpoint, ladder.warmup_trained = own_warmup(
             ladder, ARMS["warmup"], warmup_checkpoint, only_seeds, shared_warmup)
     if shared_warmup is not None:
@@ -320,7 +319,6 @@ def _run_arm_seed(ladder: Ladder, arm: Arm, seed: int, arm_run: str) -> dict:
         arm, policy = SHARED_WARMUP, str(ladder.shared_warmup or ladder.warmup_checkpoint)
     log.info("ladder: %s seed %d %s %s", arm.name, seed, "evaluates the shared warm-up" if shared
              else "evaluates its warm-up trained earlier" if own else "starting from", policy)
-    from flows.ladder_options import window_overrides
     window = (window_overrides(policy, ladder.mixed_window)
               if ladder.mixed_window and arm.flow == "train" and arm.parent == "rft" else [])
     scored = arm.name not in ladder.skip_eval
