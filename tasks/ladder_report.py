@@ -187,30 +187,34 @@ def curves_table(results: dict[str, list[dict]]) -> list[str]:
 
 
 def recovery_lines(results: dict[str, list[dict]], pairs: list[dict]) -> list[str]:
-    """Guided recovery of the dapo_guided arm per seed and iteration, beside the paired
-    difference of its pass@1 against the unguided dapo arm."""
+    """Guided recovery of the dapo_guided arm per seed and iteration, each seed's total and the
+    total over the seeds, each with its 95% Wilson interval (`ladder_stats.proportion_interval`),
+    beside the paired difference of its pass@1 against the unguided dapo arm."""
     guided = results.get("dapo_guided", [])
     if not guided:
         return ["No dapo_guided result."]
-    rows = []
+    keys = ("guided_instances", "guided_recovered")
+    rows, totals = [], []
     for s in guided:
         its = s["training"]
-        for it, v in its.items():
-            rows.append([str(s["seed"]), it, f"{v['guided_instances']:.0f}",
-                         f"{v['guided_recovered']:.0f}", _rate(v)])
-        total = {k: sum(v[k] for v in its.values()) for k in ("guided_instances",
-                                                              "guided_recovered")}
-        rows.append([str(s["seed"]), "total", f"{total['guided_instances']:.0f}",
-                     f"{total['guided_recovered']:.0f}", _rate(total)])
+        rows += [_recovery_row(str(s["seed"]), it, v) for it, v in its.items()]
+        totals.append({k: sum(v[k] for v in its.values()) for k in keys})
+        rows.append(_recovery_row(str(s["seed"]), "total", totals[-1]))
+    if len(totals) > 1:
+        rows.append(_recovery_row("pooled", "total", {k: sum(t[k] for t in totals) for k in keys}))
     versus = [r for r in pairs if (r["a"], r["b"]) == ("dapo_guided", "dapo")]
     return [*_table(["seed", "iteration", "failed unguided (guided)", "recovered by guidance",
-                     "recovery rate"], rows), "",
+                     "recovery rate", "95% CI (Wilson)"], rows), "",
+            "Each failed instance of an iteration is one trial (an instance guided in several "
+            "iterations counts once in each).", "",
             *(comparison_table(versus) if versus else ["No dapo result to compare with."])]
 
 
-def _rate(v: dict) -> str:
-    n = v["guided_instances"]
-    return _cell(v["guided_recovered"] / n if n else math.nan, 3)
+def _recovery_row(seed: str, iteration: str, v: dict) -> list[str]:
+    rate, low, high = ladder_stats.proportion_interval(round(v["guided_recovered"]),
+                                                       round(v["guided_instances"]))
+    return [seed, iteration, f"{v['guided_instances']:.0f}", f"{v['guided_recovered']:.0f}",
+            _cell(rate, 3), _ci(low, high, "—")]
 
 
 def write_report(path: Path, results: dict[str, list[dict]], header: list[str]) -> str:

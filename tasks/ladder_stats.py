@@ -113,6 +113,25 @@ def paired_difference(a: Tally, b: Tally, seed: int = 0) -> dict[str, float]:
             "rate_a": float(rates(a, ids).mean()), "rate_b": float(rates(b, ids).mean())}
 
 
+def proportion_interval(successes: int, trials: int) -> tuple[float, float, float]:
+    """(rate, low, high): successes / trials with its 95% Wilson score interval, NaN for no
+    trials. Wilson rather than the normal approximation: guided recovery counts are small and
+    often 0 or all, where p (1 - p) / n vanishes and the normal interval has zero width. The
+    trials are taken as independent; an instance guided in several iterations is counted once
+    per iteration, so the interval is somewhat narrower than a resampling of instances would be."""
+    if not 0 <= successes <= trials:
+        raise ValueError(f"A proportion needs 0 <= successes <= trials (got {successes} of "
+                         f"{trials}).")
+    if trials == 0:
+        return math.nan, math.nan, math.nan
+    z2 = Z_975 ** 2
+    rate = successes / trials
+    center = (rate + z2 / (2 * trials)) / (1 + z2 / trials)
+    half = Z_975 / (1 + z2 / trials) * math.sqrt(rate * (1 - rate) / trials
+                                                   + z2 / (4 * trials ** 2))
+    return rate, max(0.0, center - half), min(1.0, center + half)
+
+
 def excludes_zero(row: Mapping[str, float]) -> bool:
     """Whether a (low, high) interval lies wholly on one side of 0 (never for a missing one)."""
     return not math.isnan(row["low"]) and (row["low"] > 0 or row["high"] < 0)

@@ -28,6 +28,7 @@ from tasks.ladder_stats import (
     mdd,
     paired_difference,
     pool,
+    proportion_interval,
     statements,
     tally,
 )
@@ -104,6 +105,26 @@ def test_mdd_of_the_full_design_and_its_inverse():
         instances_needed(0.0, 4, 3, 0.1)
 
 
+def test_wilson_interval_of_small_counts():
+    # z = 1.959964, z^2 = 3.841459. 1 of 3: centre (1/3 + z^2/6) / (1 + z^2/3) = 0.973576 /
+    # 2.280486 = 0.426916; half z / 2.280486 * sqrt(2/27 + z^2/36) = 0.859450 * 0.425184
+    # = 0.365424 -> [0.061492, 0.792340]
+    assert proportion_interval(1, 3) == pytest.approx((1 / 3, 0.061492, 0.792340), abs=2e-6)
+    # 2 of 6: centre 0.653455 / 1.640243 = 0.398390; half 1.194923 * sqrt(1/27 + z^2/144)
+    # = 1.194923 * 0.252416 = 0.301617 -> [0.096772, 0.700006]
+    assert proportion_interval(2, 6) == pytest.approx((1 / 3, 0.096772, 0.700006), abs=2e-6)
+    # 0 of 2: centre (z^2/4) / (1 + z^2/2) = 0.328810 and half the same: [0, 0.657620], where
+    # the normal approximation would give [0, 0]
+    assert proportion_interval(0, 2) == pytest.approx((0.0, 0.0, 0.657620), abs=2e-6)
+    # 1 of 1: centre 2.920729 / 4.841459 = 0.603274, half 0.404829 * 0.979982 = 0.396725; the
+    # upper bound is 1 (up to rounding, clipped)
+    rate, low, high = proportion_interval(1, 1)
+    assert (rate, high) == (1.0, pytest.approx(1.0)) and low == pytest.approx(0.206549, abs=2e-6)
+    assert all(math.isnan(v) for v in proportion_interval(0, 0))
+    with pytest.raises(ValueError, match="0 <= successes <= trials"):
+        proportion_interval(3, 2)
+
+
 # --------------------------------------------------------------------------- the statements
 
 
@@ -164,7 +185,10 @@ def test_report_has_every_section_and_the_curves_plot(tmp_path):
     assert "| dapo | 2 | 1.000 | [1.000, 1.000] | [1.000, 1.000] | 4 | 4 |" in text
     assert "| dapo_guided − dapo | pooled | 4 | 2/2 | 1.000 | 1.000 | +0.000 |" in text
     # seed 0 of dapo_guided: iteration 0 recovers 1 of 1, iteration 1 0 of 2 -> 1 of 3 in total
-    assert "| 0 | total | 3 | 1 | 0.333 |" in text
+    # with Wilson intervals (test_wilson_interval_of_small_counts): 1 of 3 each seed, 2 of 6 pooled
+    assert "| 0 | total | 3 | 1 | 0.333 | [0.061, 0.792] |" in text
+    assert "| 0 | 0 | 1 | 1 | 1.000 | [0.207, 1.000] |" in text
+    assert "| pooled | total | 6 | 2 | 0.333 | [0.097, 0.700] |" in text
     assert "| dapo_guided | 1 | 1 | 8 | 0.500 | 2 | 2 | 1.000 |" in text
     write_curves(tmp_path / "curves.png", results)
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
