@@ -280,7 +280,7 @@ def run_ladder(config: str | Path | None = None, overrides: Sequence[str] = (), 
         from tasks.ladder_results import ladder_meta
         ladder.results_dir = Path(results_dir).resolve()
         ladder.meta = ladder_meta(cfg, ladder.config, overrides, eval_instance_count(cfg),
-                                  ladder.shared_warmup, mixed_window)
+                                  ladder.shared_warmup, mixed_window, ladder.results_dir)
     out.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
     parent = ladder_tracking.tracking_run(cfg, out, None)

@@ -27,8 +27,9 @@ committed, and `write_committed_report` regenerates the report from those files 
   part of the protocol (each seed still has its own): its warmup arm records the checkpoint's
   digest and the commit that trained it (`warmup_trained`), and the report says so.
 - `notes` are written by hand and kept by every merge.
-Simplification: `dirty` records uncommitted changes to tracked files only; the commit is "unknown"
-where git is missing or the code is not a checkout.
+Simplification: `dirty` records uncommitted changes to tracked files only, outside the results
+folder (the ladder writes its seed files there itself); the commit is "unknown" where git is
+missing or the code is not a checkout.
 """
 
 from __future__ import annotations
@@ -93,25 +94,32 @@ def hardware(device_setting: str) -> dict:
     return {"device": device, "cpu": cpu, "flags": flags, "gpu": gpu}
 
 
-def git_state(root: Path = ROOT) -> tuple[str, bool]:
+def git_state(root: Path = ROOT, outputs: Path | None = None) -> tuple[str, bool]:
     """(HEAD's sha as `tasks.tracking.git_commit` gives it, "unknown" where it gives none;
-    whether tracked files have uncommitted changes)."""
+    whether tracked files have uncommitted changes). Changes under `outputs` (the ladder's results
+    folder, which its own earlier invocations write) do not count: a seed's result file written
+    an hour before is not a change to the code that produces the next one."""
     from tasks.tracking import git_commit
+    spec = ["."]
+    if outputs is not None and Path(outputs).resolve().is_relative_to(Path(root).resolve()):
+        spec.append(f":(exclude){Path(outputs).resolve().relative_to(Path(root).resolve())}")
     try:
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                                    cwd=root, capture_output=True, text=True, check=True,
-                                    timeout=30).stdout.strip())
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no",
+                                     "--", *spec], cwd=root, capture_output=True, text=True,
+                                    check=True, timeout=30).stdout.strip())
     except (OSError, subprocess.SubprocessError):
         dirty = False
     return git_commit(root) or "unknown", dirty
 
 
 def ladder_meta(cfg: Config, config: str | None, overrides: Sequence[str], instances: int,
-                shared_warmup: str | None = None, mixed_window: int = 0) -> dict:
+                shared_warmup: str | None = None, mixed_window: int = 0,
+                results_dir: Path | None = None) -> dict:
     """What produced the arms of one ladder invocation: commit, config, overrides, evaluation
     protocol (`instances`: how many the evaluation grades), hardware, and the digest of the
-    warm-up shared across seeds (None: each seed trains its own)."""
-    commit, dirty = git_state()
+    warm-up shared across seeds (None: each seed trains its own). `results_dir`: where the seed
+    files go, left out of the dirty check (`git_state`)."""
+    commit, dirty = git_state(outputs=results_dir)
     return {"commit": commit, "dirty": dirty, "config": _relative(config),
             "overrides": list(overrides), "eval_split": cfg.eval.split,
             "eval_instances": instances, "eval_runs": cfg.eval.runs,

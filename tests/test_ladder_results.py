@@ -7,6 +7,7 @@ a real run has (an absolute run directory and policy), so the test sees them rem
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pytest
 
@@ -170,6 +171,25 @@ def test_a_resumed_ladder_fills_the_seed_file_from_results_it_skips(tmp_path):
     assert arm["hardware"]["device"] == "cpu" and arm["config"] == "configs/ladder.yaml"
     assert arm["commit"] == "unknown" or len(arm["commit"]) == 40
     assert arm["finished"] == finished_at(result) and arm["eval_instances"] == 2
+
+
+def test_the_results_folder_does_not_make_a_checkout_dirty(tmp_path):
+    """A seed file the ladder itself updated is not a code change; any other tracked file is."""
+    from tasks.ladder_results import git_state
+    git = lambda *a: subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True)  # noqa: E731
+    git("init", "-q")
+    (tmp_path / "docs" / "ladder").mkdir(parents=True)
+    (tmp_path / "docs" / "ladder" / "seed-0.json").write_text("{}")
+    (tmp_path / "recipe.py").write_text("x = 1\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "init")
+    (tmp_path / "docs" / "ladder" / "seed-0.json").write_text('{"arms": {}}')
+    commit, dirty = git_state(tmp_path, outputs=tmp_path / "docs" / "ladder")
+    assert len(commit) == 40 and not dirty
+    assert git_state(tmp_path)[1]                               # without the folder: dirty
+    assert git_state(tmp_path, outputs=tmp_path.parent / "elsewhere")[1]   # outside: no effect
+    (tmp_path / "recipe.py").write_text("x = 2\n")
+    assert git_state(tmp_path, outputs=tmp_path / "docs" / "ladder")[1]
 
 
 def test_checkpoint_digest_sees_the_weights_and_nothing_else(tmp_path):
