@@ -152,13 +152,19 @@ def work(manifest: dict) -> dict:
 def stage_rows(manifests: dict, shape, rate: float, own_rate=None, read_s=None) -> list[dict]:
     """Per stage: wall, peak RSS, tokens, FLOPs of the necessary work and its minimum time at
     `rate` (fp32's: `min_s`), at `own_rate(span)`, the rate of the precision that span computed
-    in (`min_own_s`; default `rate`), and the roofline's (`roof_s`, see `necessary`)."""
+    in (`min_own_s`; default `rate`), and the roofline's (`roof_s`, see `necessary`); and
+    `outside_s`, the wall time outside every model span (every span is model work: loading,
+    prefill, decode, the update's passes): the sandbox's commands, grading and scheduling while
+    the model ran nothing. No engine makes that shorter, so wall/roof <= 2 needs outside_s <=
+    roof_s. For a stage beside another it counts both stages' spans, so it is 0 or too small."""
     rows = []
     ordered = sorted(manifests.items(), key=lambda kv: kv[1]["finished_at"])
     for name, m in ordered:
         beside = any(other is not m and overlaps(m, other) for _, other in ordered)
+        model_s = sum(t["seconds"] for t in m.get("spans", {}).values())
         rows.append({"stage": name, "wall_s": m["wall_s"], "peak_rss_mb": m.get("peak_rss_mb", 0.0),
-                     "beside": beside, **necessary(work(m), shape, rate, own_rate, read_s)})
+                     "beside": beside, "outside_s": max(0.0, m["wall_s"] - model_s),
+                     **necessary(work(m), shape, rate, own_rate, read_s)})
     return rows
 
 
@@ -278,16 +284,19 @@ def print_tables(stages: list[dict], spans_: list[dict], flows: dict, total: dic
           + f"{done['episodes']} episodes ({done['resolved']} resolved)"
           + (f", {done['eval_episodes']} evaluated" if "eval_episodes" in done else ""))
     print("min_s: the work at fp32's rate; own_s: each span at the rate of the precision it ran "
-          "in; roof_s: each span at the larger of own_s and the time to read its weights and KV cache")
+          "in; roof_s: each span at the larger of own_s and the time to read its weights and KV cache; "
+          "outside_s: the stage's wall time outside every model span (sandbox commands, grading, "
+          "scheduling), so wall/roof <= 2 needs outside_s <= roof_s")
     print(f"\n{'stage':18} {'wall_s':>8} {'rss_GB':>7} {'tokens':>8} {'GFLOP':>8} {'min_s':>7} "
-          f"{'wall/min':>8} {'own_s':>7} {'wall/own':>8} {'roof_s':>7} {'wall/roof':>9}")
+          f"{'wall/min':>8} {'own_s':>7} {'wall/own':>8} {'roof_s':>7} {'wall/roof':>9} "
+          f"{'outside_s':>9}")
     for r in stages:
         ratios = [f"{r['wall_s'] / r[k]:8.1f}" if r[k] else f"{'-':>8}"
                   for k in ("min_s", "min_own_s", "roof_s")]
         name = r["stage"] + (" *" if r["beside"] else "")
         print(f"{name:18} {r['wall_s']:8.1f} {r['peak_rss_mb'] / 1024:7.2f} {r['tokens']:8d} "
               f"{r['gflop']:8.0f} {r['min_s']:7.1f} {ratios[0]} {r['min_own_s']:7.1f} {ratios[1]} "
-              f"{r['roof_s']:7.1f} {ratios[2]:>9}")
+              f"{r['roof_s']:7.1f} {ratios[2]:>9} {r['outside_s']:9.1f}")
     if any(r["beside"] for r in stages):
         print("* ran beside another stage: its tokens and minimum include the work of both "
               "meanwhile (the totals count it once)")

@@ -37,6 +37,14 @@ def test_the_minimum_counts_generation_and_training_but_not_old_logprobs():
     assert [r["stage"] for r in stage_rows(MANIFESTS, SHAPE, RATE)] == ["rollouts", "update"]
 
 
+def test_outside_is_the_wall_time_no_model_span_covers():
+    rows = {r["stage"]: r for r in stage_rows(MANIFESTS, SHAPE, RATE)}
+    assert rows["rollouts"]["outside_s"] == 5.0 - (1.0 + 2.0)     # prefill and decode
+    assert rows["update"]["outside_s"] == pytest.approx(3.0 - (0.5 + 1.5 + 0.2))  # old log-probs too
+    busy = {"x": {**MANIFESTS["update"], "wall_s": 2.0}}          # spans over the wall (beside)
+    assert stage_rows(busy, SHAPE, RATE)[0]["outside_s"] == 0.0
+
+
 def test_each_span_also_counts_at_the_rate_of_its_own_precision():
     """A bf16 engine at 4x and a bf16-autocast trainer at 2x fp32's rate: `min_own_s` divides
     each span's FLOPs by its own rate, `min_s` stays at fp32's."""
