@@ -161,10 +161,11 @@ def stage_rows(manifests: dict, shape, rate: float, own_rate=None, read_s=None) 
     ordered = sorted(manifests.items(), key=lambda kv: kv[1]["finished_at"])
     for name, m in ordered:
         beside = any(other is not m and overlaps(m, other) for _, other in ordered)
-        model_s = sum(t["seconds"] for t in m.get("spans", {}).values())
+        spans_ = work(m)
+        model_s = sum(t.seconds for t in spans_.values())
         rows.append({"stage": name, "wall_s": m["wall_s"], "peak_rss_mb": m.get("peak_rss_mb", 0.0),
                      "beside": beside, "outside_s": max(0.0, m["wall_s"] - model_s),
-                     **necessary(work(m), shape, rate, own_rate, read_s)})
+                     **necessary(spans_, shape, rate, own_rate, read_s)})
     return rows
 
 

@@ -211,8 +211,7 @@ def recovery_lines(results: dict[str, list[dict]], pairs: list[dict]) -> list[st
 
 
 def _recovery_row(seed: str, iteration: str, v: dict) -> list[str]:
-    rate, low, high = ladder_stats.proportion_interval(round(v["guided_recovered"]),
-                                                       round(v["guided_instances"]))
+    rate, low, high = ladder_stats.proportion_interval(v["guided_recovered"], v["guided_instances"])
     return [seed, iteration, f"{v['guided_instances']:.0f}", f"{v['guided_recovered']:.0f}",
             _cell(rate, 3), _ci(low, high, "—")]
 

@@ -100,9 +100,9 @@ def git_state(root: Path = ROOT, outputs: Path | None = None) -> tuple[str, bool
     folder, which its own earlier invocations write) do not count: a seed's result file written
     an hour before is not a change to the code that produces the next one."""
     from tasks.tracking import git_commit
-    spec = ["."]
-    if outputs is not None and Path(outputs).resolve().is_relative_to(Path(root).resolve()):
-        spec.append(f":(exclude){Path(outputs).resolve().relative_to(Path(root).resolve())}")
+    spec, top = ["."], Path(root).resolve()
+    if outputs is not None and (out := Path(outputs).resolve()).is_relative_to(top):
+        spec.append(f":(exclude){out.relative_to(top)}")
     try:
         dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no",
                                      "--", *spec], cwd=root, capture_output=True, text=True,
