@@ -1,8 +1,9 @@
 """How a flow runs its tasks: the task runner and the stage tasks with this run's options.
 
 Task runners are picked by name (`orchestration.task_runner`): `threads` (Prefect's
-`ThreadPoolTaskRunner`, the embedded default) or `ray` (`prefect-ray`'s `RayTaskRunner`). Imports
-are lazy, so Ray is needed only when asked for. Ray workers run the stage tasks in their own
+`ThreadPoolTaskRunner`, here one that stops at once on Ctrl-C or SIGTERM; the embedded default)
+or `ray` (`prefect-ray`'s `RayTaskRunner`). Imports are lazy, so Ray is needed only when asked
+for. Ray workers run the stage tasks in their own
 processes and report to the Prefect API of the driver (passed as PREFECT_API_URL in the job's
 runtime env), so with Ray use a Prefect server rather than the ephemeral API when the cluster
 spans machines.
@@ -30,13 +31,28 @@ from typing import Any
 
 from prefect import Task
 from prefect.futures import PrefectFuture
+from prefect.task_runners import ThreadPoolTaskRunner
 
 from swe_rlvr.config import Config, ConfigError
 
 
+class StoppableThreadPoolTaskRunner(ThreadPoolTaskRunner):
+    """Prefect's `ThreadPoolTaskRunner`, except that a flow stopped by Ctrl-C or SIGTERM leaves
+    at once. Prefect raises those in the main thread (KeyboardInterrupt, its TerminationSignal);
+    the runner's exit then shut its pool down waiting, and a running stage's thread never hears
+    the signal, so a stopped ladder sampled or graded on until the whole stage ended. Here the
+    pool is shut down without waiting: queued tasks are cancelled, the running ones are left to
+    die with the process (`swe_rlvr.cli.stop`), and what a rerun needs is on disk already."""
+
+    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+        if exc_type is not None and not issubclass(exc_type, Exception) and self._executor:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None               # so the base's exit does not shut it down waiting
+        super().__exit__(exc_type, exc_value, traceback)
+
+
 def _threads(cfg: Config) -> Any:
-    from prefect.task_runners import ThreadPoolTaskRunner
-    return ThreadPoolTaskRunner(max_workers=cfg.orchestration.max_workers)
+    return StoppableThreadPoolTaskRunner(max_workers=cfg.orchestration.max_workers)
 
 
 def _ray(cfg: Config) -> Any:

@@ -11,8 +11,10 @@ import argparse
 import importlib
 import logging
 import os
+import signal
 import sys
-from typing import NoReturn
+import threading
+from typing import Any, NoReturn
 
 # command group -> "module:function" that adds its subparsers
 COMMAND_GROUPS: dict[str, str] = {
@@ -68,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     args = build_parser().parse_args(argv)
     _log_setup(args.verbose)
+    before = _stop_on_sigterm()
     try:
         return int(args.handler(args) or 0)
     except KeyboardInterrupt:
@@ -86,6 +89,20 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(number, int) and not isinstance(exc, (SystemExit, GeneratorExit)):
             return stop(128 + number)
         raise
+    finally:
+        if before is not None:
+            signal.signal(signal.SIGTERM, before)
+
+
+def _stop_on_sigterm() -> Any:
+    """Make SIGTERM end the command through `stop`; the handler it replaces (None off the main
+    thread, where no handler can be set). Inside a flow run Prefect swaps in its own, and after
+    the run's crash handling (flow and MLflow runs marked) it restores this one and sends the
+    signal again: without it, that second signal killed the process before `stop` could say how
+    to resume."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, lambda number, _frame: stop(128 + number))
 
 
 STOPPED = ("stopped: every finished stage and episode is kept; rerun the same command to resume "

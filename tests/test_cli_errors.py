@@ -59,9 +59,10 @@ sys.exit(cli.main([]))
 """
 
 
-@pytest.mark.parametrize("how, code", [("int", 130), ("term", 143)])
+@pytest.mark.parametrize("how, code", [("int", 130), ("term", 143), ("sigterm", 143)])
 def test_a_stopped_command_exits_at_once_though_its_tasks_threads_live(how, code):
-    """Ctrl-C (a real SIGINT) or SIGTERM ends the process with 128 + the signal and says how to
+    """Ctrl-C (a real SIGINT) or SIGTERM (raised as Prefect's bridge raises it, or a real one
+    outside a flow run) ends the process with 128 + the signal and says how to
     resume, without waiting for the threads of the flow's tasks, which never hear the signal (a
     stopped ladder went on sampling until its stage ended)."""
     import signal
@@ -70,9 +71,9 @@ def test_a_stopped_command_exits_at_once_though_its_tasks_threads_live(how, code
     proc = subprocess.Popen([sys.executable, "-c", STOPPABLE, how], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        if how == "int":
+        if how in ("int", "sigterm"):
             assert proc.stdout.readline() == "ready\n"
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signal.SIGINT if how == "int" else signal.SIGTERM)
         began = time.monotonic()
         _, err = proc.communicate(timeout=120)
     finally:
@@ -166,3 +167,67 @@ def test_a_failed_stage_is_one_message_with_cause_fix_run_dir_and_flow_run(
     flow_run_id = message[2].split()[3]
     with get_client(sync_client=True) as client:
         assert client.read_flow_run(flow_run_id).state.is_failed()
+
+
+STOPPED_IN_A_STAGE = """
+import argparse, sys, time
+from prefect import flow, task
+from flows.runners import task_runner
+from swe_rlvr import cli
+from swe_rlvr.config import Config
+
+@task(name="eval_rollout")
+def stage() -> str:
+    print("ready", flush=True)
+    time.sleep(300)             # a stage's thread: it never hears the signal
+    return "done"
+
+@flow(name="evaluate-policy")
+def inner() -> str:
+    return stage.submit().result()
+
+@flow(name="ladder")
+def outer() -> str:
+    return inner.with_options(task_runner=task_runner(Config()))()
+
+def build():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("-v", "--verbose", action="store_true")
+    parser.set_defaults(handler=lambda args: outer.with_options(task_runner=task_runner(Config()))())
+    return parser
+
+cli.build_parser = build
+sys.exit(cli.main([]))
+"""
+
+
+@pytest.mark.e2e
+def test_sigterm_during_a_subflows_stage_stops_the_run_at_once(prefect_api):
+    """The story: SIGTERM to a ladder in its evaluation (a stage task in the `evaluate-policy`
+    subflow) did nothing for minutes. Prefect's TerminationSignal reached the main thread, but
+    the task runner's exit waited for the stage's thread, which never hears a signal. Through
+    the project's task runner, the process ends with 143 and the resume message while the stage
+    still sleeps."""
+    import os
+    import signal
+    import subprocess
+    import time
+    from pathlib import Path
+
+    from prefect.settings import PREFECT_API_URL
+    env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value())}
+    proc = subprocess.Popen([sys.executable, "-c", STOPPED_IN_A_STAGE], env=env,
+                            cwd=Path(__file__).parents[1], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        while (line := proc.stdout.readline()) not in ("ready\n", ""):
+            pass
+        assert line == "ready\n", proc.stderr.read()
+        proc.send_signal(signal.SIGTERM)
+        began = time.monotonic()
+        _, err = proc.communicate(timeout=240)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err
+    assert time.monotonic() - began < 120                     # not the stage's 300 s
+    assert "rerun the same command to resume" in err
