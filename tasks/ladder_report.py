@@ -61,10 +61,14 @@ def recorded(run_dir: str, last: int) -> dict:
 
 
 def complete(row: dict, path: Path) -> dict:
-    """`row` (read from `path`) with the RECORDED fields it lacks rebuilt from its run directory;
-    `row` itself when it has them all."""
+    """`row` (read from `path`) with the RECORDED fields it lacks rebuilt from its run directory,
+    and its training curve too where the curve lacks its per-instance tallies and the directory
+    is still there; `row` itself when nothing is rebuilt."""
     missing = [f for f in RECORDED if f not in row]
     if not missing:
+        untallied = any("train_tally" not in v for v in row["training"].values())
+        if untallied and store.exists(row["run_dir"]):   # a curve recorded before its tallies
+            return {**row, "training": training_curve(row["run_dir"])}
         return row
     last = max(int(k) for k in row["pass1_by_step"])
     if not store.exists(store.join(row["run_dir"], f"iter_{last}", "eval.parquet")):
@@ -87,7 +91,8 @@ def training_curve(run_dir: str) -> dict[str, dict]:
 
 
 def iteration_signals(iter_dir: str) -> dict[str, float]:
-    """Train resolve rate and samples, groups with a reward signal, guided recovery (counts)."""
+    """Train resolve rate and samples (and their per-instance tally), groups with a reward
+    signal, guided recovery (counts)."""
     from swe_rlvr.artifacts import outcomes
     from tasks.metrics import recovery_metrics, rollout_summary
 
@@ -101,10 +106,22 @@ def iteration_signals(iter_dir: str) -> dict[str, float]:
     failed = {g["instance_id"] for g in rows("guidance", "guidance")}   # guided instances
     recovery = recovery_metrics(both, failed)["guided_recovery_rate"] if failed else 0.0
     groups, signal = signal_groups(rows("rewards", "rewards"))
+    samples = [o for o in outcomes(rollouts, grades) if o.is_sample]
     return {"train_resolve_rate": rollout_summary(rollouts, grades)["train_resolve_rate"],
-            "train_samples": sum(o.is_sample for o in outcomes(rollouts, grades)),
+            "train_samples": len(samples), "train_tally": train_tally(samples),
             "groups": groups, "signal_groups": signal, "guided_instances": len(failed),
             "guided_recovered": round(recovery * len(failed))}
+
+
+def train_tally(samples: list) -> dict[str, list[int]]:
+    """{instance_id: [resolved, samples]} of an iteration's unguided samples (EpisodeOutcomes),
+    what `ladder_stats.trend` resamples."""
+    out: dict[str, list[int]] = {}
+    for o in samples:
+        out.setdefault(o.instance_id, [0, 0])
+        out[o.instance_id][0] += bool(o.resolved)
+        out[o.instance_id][1] += 1
+    return dict(sorted(out.items()))
 
 
 def signal_groups(rewards: list[dict]) -> tuple[int, int]:
@@ -186,6 +203,33 @@ def curves_table(results: dict[str, list[dict]]) -> list[str]:
                    "with signal", "group-signal rate"], rows)
 
 
+def trend_table(results: dict[str, list[dict]]) -> list[str]:
+    """Per (arm, seed) with at least 2 training iterations: does the train curve rise
+    (`ladder_stats.trend`: slope per iteration, instance-bootstrap 95% interval)?"""
+    rows = []
+    for arm, seeds in results.items():
+        for s in seeds:
+            its = s["training"]
+            if len(its) < 2:
+                continue
+            tallies = {k: v.get("train_tally") for k, v in its.items()}
+            found = (ladder_stats.trend({k: {i: tuple(c) for i, c in t.items()}
+                                         for k, t in tallies.items()})
+                     if all(tallies.values()) else None)
+            if found is None:
+                rows.append([arm, str(s["seed"]), str(len(its)), "—", "—", "—", "—",
+                             "no per-instance tally recorded"])
+                continue
+            verdict = ("rises" if found["low"] > 0 else "falls" if found["high"] < 0
+                       else "no trend shown")
+            rows.append([arm, str(s["seed"]), f"{found['iterations']:.0f}",
+                         f"{found['instances']:.0f}",
+                         f"{found['first']:.3f} → {found['last']:.3f}",
+                         f"{found['slope']:+.3f}", _ci(found["low"], found["high"]), verdict])
+    return _table(["arm", "seed", "iterations", "instances", "first → last", "slope / iteration",
+                   "95% CI (instances, bootstrap)", "verdict"], rows)
+
+
 def recovery_lines(results: dict[str, list[dict]], pairs: list[dict]) -> list[str]:
     """Guided recovery of the dapo_guided arm per seed and iteration, each seed's total and the
     total over the seeds, each with its 95% Wilson interval (`ladder_stats.proportion_interval`),
@@ -237,6 +281,11 @@ def write_report(path: Path, results: dict[str, list[dict]], header: list[str]) 
              "arms is policy k's sampling. The warm-up has no train resolve rate: it trains on "
              "the expert's episodes, never on its own samples. Groups: one instance's unguided "
              "samples in one iteration; with signal: their rewards are not all equal.", "",
+             *trend_table(results), "",
+             "Slope: least squares of the train resolve rate on the iteration, over the "
+             "instances sampled in every iteration; 95% CI: 10,000 bootstrap resamples of those "
+             "instances, each carrying its samples of every iteration. Rises or falls: the "
+             "interval excludes 0.", "",
              "## Guided recovery (dapo_guided)", "", *recovery_lines(results, pairs), "",
              "## Cost per arm", "", *cost_table(results), "",
              "Stage minutes: per seed, summed over every invocation; arm min: wall time of the "

@@ -19,6 +19,9 @@ bootstrap resamples can be enumerated by hand.
   interval of each arm covers that. Fewer than 2 instances give no interval (NaN), and with a
   handful the percentile interval is too narrow: it never reaches past the most extreme d_i, so
   arms that differ equally on every instance get a zero-width interval.
+- A training curve's rise (`trend`): the least-squares slope of the train resolve rate against
+  the iteration, over the instances sampled in every iteration, with a bootstrap interval that
+  resamples instances, as above. Its unit is resolve rate per iteration.
 - Minimum detectable difference (MDD) of a design: n instances, r runs and S seeds give each
   instance m = r * S episodes per arm. Paired over instances, an instance's difficulty cancels in
   d_i and its Bernoulli noise remains, Var(d_i) = 2 p (1 - p) / m for two arms near base rate p
@@ -130,6 +133,39 @@ def proportion_interval(successes: int, trials: int) -> tuple[float, float, floa
     half = Z_975 / (1 + z2 / trials) * math.sqrt(rate * (1 - rate) / trials
                                                    + z2 / (4 * trials ** 2))
     return rate, max(0.0, center - half), min(1.0, center + half)
+
+
+def trend(by_iteration: Mapping[str, Tally], resamples: int = RESAMPLES, seed: int = 0
+          ) -> dict[str, float] | None:
+    """A training curve's rise: the least-squares slope, per iteration, of the train resolve rate
+    (resolved / samples of each iteration) over the instances sampled in every iteration, with a
+    95% percentile-bootstrap interval that resamples those instances (each carrying its samples
+    of every iteration: an instance's difficulty is shared by its points, so the iterations are
+    not independent). Also the first and last rate. None: fewer than 2 iterations or no instance
+    in all of them; NaN interval: 1 instance."""
+    its = sorted(by_iteration, key=int)
+    ids = sorted(set.intersection(*(set(by_iteration[k]) for k in its))) if its else []
+    if len(its) < 2 or not ids:
+        return None
+    x = np.array([int(k) for k in its], dtype=float)                                 # (T,)
+    resolved = np.array([[by_iteration[k][i][0] for k in its] for i in ids], dtype=float)
+    samples = np.array([[by_iteration[k][i][1] for k in its] for i in ids], dtype=float)
+    curve = resolved.sum(0) / np.maximum(samples.sum(0), 1)                          # (T,)
+    row = {"slope": float(_slopes(x, curve[None])[0]), "low": math.nan, "high": math.nan,
+           "first": float(curve[0]), "last": float(curve[-1]), "instances": float(len(ids)),
+           "iterations": float(len(its))}
+    if len(ids) == 1:
+        return row
+    picks = np.random.default_rng(seed).integers(0, len(ids), size=(resamples, len(ids)))
+    curves = resolved[picks].sum(1) / np.maximum(samples[picks].sum(1), 1)          # (B, T)
+    low, high = np.percentile(_slopes(x, curves), [2.5, 97.5])
+    return {**row, "low": float(low), "high": float(high)}
+
+
+def _slopes(x: np.ndarray, ys: np.ndarray) -> np.ndarray:
+    """Least-squares slope of each row of `ys` (B, T) against `x` (T,)."""
+    dx = x - x.mean()
+    return (ys - ys.mean(axis=1, keepdims=True)) @ dx / (dx @ dx)                    # (B,)
 
 
 def excludes_zero(row: Mapping[str, float]) -> bool:

@@ -31,6 +31,7 @@ from tasks.ladder_stats import (
     proportion_interval,
     statements,
     tally,
+    trend,
 )
 
 # --------------------------------------------------------------------------- the bootstrap
@@ -146,6 +147,28 @@ def _seed_row(seed: int, instances: dict, training: dict | None = None) -> dict:
             "mlflow_run_id": f"m{seed}"}
 
 
+def test_trend_of_a_rising_curve_and_its_enumerated_resamples():
+    # a: 0/2, 1/2, 2/2; b: 0/2, 0/2, 1/2 -> curve 0, 1/4, 3/4 over iterations 0, 1, 2: slope
+    # (y2 - y0) / 2 = 0.375. Resamples of 2 instances: {a, a} (1/4) 0, .5, 1 -> 0.5; {b, b} (1/4)
+    # 0, 0, .5 -> 0.25; {a, b} (1/2) -> 0.375. 2.5th percentile 0.25, 97.5th 0.5.
+    # c is sampled in iteration 0 only: left out.
+    by_iteration = {"0": {"a": (0, 2), "b": (0, 2), "c": (2, 2)},
+                    "1": {"a": (1, 2), "b": (0, 2)},
+                    "2": {"a": (2, 2), "b": (1, 2)}}
+    found = trend(by_iteration)
+    assert found == pytest.approx({"slope": 0.375, "low": 0.25, "high": 0.5, "first": 0.0,
+                                   "last": 0.75, "instances": 2, "iterations": 3})
+    assert excludes_zero(found)
+
+
+def test_trend_of_a_falling_curve_a_single_instance_and_too_little():
+    # one instance: 3/4, 2/4, 1/4 at iterations 1, 2, 3 -> slope -0.25, no interval
+    one = trend({"1": {"a": (3, 4)}, "2": {"a": (2, 4)}, "3": {"a": (1, 4)}})
+    assert one["slope"] == pytest.approx(-0.25) and math.isnan(one["low"])
+    assert trend({"0": {"a": (1, 2)}}) is None                       # one iteration
+    assert trend({"0": {"a": (1, 2)}, "1": {"b": (1, 2)}}) is None   # no common instance
+
+
 def test_statements_claim_an_ordering_only_where_the_interval_excludes_zero():
     pairs = comparison_rows(_results())
     pooled = {(r["a"], r["b"]): r for r in pairs if r["seed"] == "pooled"}
@@ -173,9 +196,11 @@ def test_statements_claim_an_ordering_only_where_the_interval_excludes_zero():
 def test_report_has_every_section_and_the_curves_plot(tmp_path):
     results = _results()
     training = {"0": {"train_resolve_rate": 0.25, "train_samples": 8, "groups": 2,
-                      "signal_groups": 1, "guided_instances": 1, "guided_recovered": 1},
+                      "signal_groups": 1, "guided_instances": 1, "guided_recovered": 1,
+                      "train_tally": {"a": [2, 4], "b": [0, 4]}},
                 "1": {"train_resolve_rate": 0.5, "train_samples": 8, "groups": 2,
-                      "signal_groups": 2, "guided_instances": 2, "guided_recovered": 0}}
+                      "signal_groups": 2, "guided_instances": 2, "guided_recovered": 0,
+                      "train_tally": {"a": [2, 4], "b": [2, 4]}}}
     results["dapo_guided"] = [dict(s, training=training) for s in results["dapo"]]
     text = write_report(tmp_path / "report.md", results, ["# ladder"])
     for section in ("## Arms", "## Paired comparisons", "## What the intervals support",
@@ -190,6 +215,9 @@ def test_report_has_every_section_and_the_curves_plot(tmp_path):
     assert "| 0 | 0 | 1 | 1 | 1.000 | [0.207, 1.000] |" in text
     assert "| pooled | total | 6 | 2 | 0.333 | [0.097, 0.700] |" in text
     assert "| dapo_guided | 1 | 1 | 8 | 0.500 | 2 | 2 | 1.000 |" in text
+    # the curve 0.25 -> 0.5: slope 0.25; resamples {a, a} 0.5, 0.5 -> 0, {b, b} 0, 0.5 -> 0.5
+    assert ("| dapo_guided | 0 | 2 | 2 | 0.250 → 0.500 | +0.250 | [0.000, 0.500] | "
+            "no trend shown |") in text
     write_curves(tmp_path / "curves.png", results)
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -247,7 +275,8 @@ def test_a_guided_iteration_is_read_as_the_flow_logs_it(tmp_path):
     # b recovered
     assert training_curve(str(tmp_path)) == {"0": {
         "train_resolve_rate": pytest.approx(1 / 6), "train_samples": 6, "groups": 3,
-        "signal_groups": 1, "guided_instances": 2, "guided_recovered": 1}}
+        "signal_groups": 1, "guided_instances": 2, "guided_recovered": 1,
+        "train_tally": {"a": [1, 2], "b": [0, 2], "c": [0, 2]}}}
     # the evaluation of policy 1: a resolved in run 1 only, b in neither
     assert recorded(str(tmp_path), 1)["instances"] == {"a": [1, 2], "b": [0, 2]}
 
@@ -286,6 +315,9 @@ def test_an_old_result_is_completed_from_its_run_or_refused_with_the_fix(tmp_pat
     done = complete(old, path)
     assert done["instances"] == {"a": [1, 2], "b": [0, 2]} and "0" in done["training"]
     assert complete(done, path) is done
+    untallied = dict(done, training={"0": {k: v for k, v in done["training"]["0"].items()
+                                           if k != "train_tally"}})
+    assert complete(untallied, path)["training"] == done["training"]   # rebuilt from the run
     gone = dict(old, run_dir=str(tmp_path / "deleted"))
     with pytest.raises(ValueError, match=r"has no 'instances' field .* delete .*seed0\.json and "
                                          r"rerun the ladder to run arm 'dapo_guided' seed 0"):
