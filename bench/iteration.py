@@ -55,8 +55,8 @@ GENERATION = ("prefill", "decode", "generate")   # hf engine; a server engine
 TRAINING = ("forward_backward",)
 KV_CACHED = ("decode",)       # one-token forwards whose every attended key is read from the cache
 FORWARD_ONLY = ("old_logprobs",)
-SPAN_ORDER = ("model_load", "server_start", "prefill", "decode", "generate", "old_logprobs", "forward_backward",
-              "optimizer", "checkpoint")
+SPAN_ORDER = ("model_load", "server_start", "prefill", "decode", "batch", "generate", "old_logprobs",
+              "forward_backward", "optimizer", "checkpoint")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -153,10 +153,11 @@ def stage_rows(manifests: dict, shape, rate: float, own_rate=None, read_s=None) 
     """Per stage: wall, peak RSS, tokens, FLOPs of the necessary work and its minimum time at
     `rate` (fp32's: `min_s`), at `own_rate(span)`, the rate of the precision that span computed
     in (`min_own_s`; default `rate`), and the roofline's (`roof_s`, see `necessary`); and
-    `outside_s`, the wall time outside every model span (every span is model work: loading,
-    prefill, decode, the update's passes): the sandbox's commands, grading and scheduling while
-    the model ran nothing. No engine makes that shorter, so wall/roof <= 2 needs outside_s <=
-    roof_s. For a stage beside another it counts both stages' spans, so it is 0 or too small."""
+    `outside_s`, the wall time outside every span of the engine and trainer (loading, prefill,
+    decode, the `hf` engine's batch assembly, the update's passes): the episodes' own time
+    (opening sandboxes, their commands, parsing and prompting) and grading, while the model ran
+    nothing, so wall/roof <= 2 needs outside_s <= roof_s. For a stage beside another it counts
+    both stages' spans, so it is 0 or too small."""
     rows = []
     ordered = sorted(manifests.items(), key=lambda kv: kv[1]["finished_at"])
     for name, m in ordered:
@@ -286,8 +287,8 @@ def print_tables(stages: list[dict], spans_: list[dict], flows: dict, total: dic
           + (f", {done['eval_episodes']} evaluated" if "eval_episodes" in done else ""))
     print("min_s: the work at fp32's rate; own_s: each span at the rate of the precision it ran "
           "in; roof_s: each span at the larger of own_s and the time to read its weights and KV cache; "
-          "outside_s: the stage's wall time outside every model span (sandbox commands, grading, "
-          "scheduling), so wall/roof <= 2 needs outside_s <= roof_s")
+          "outside_s: the stage's wall time outside every model span (the episodes' sandboxes and "
+          "prompts, grading), so wall/roof <= 2 needs outside_s <= roof_s")
     print(f"\n{'stage':18} {'wall_s':>8} {'rss_GB':>7} {'tokens':>8} {'GFLOP':>8} {'min_s':>7} "
           f"{'wall/min':>8} {'own_s':>7} {'wall/own':>8} {'roof_s':>7} {'wall/roof':>9} "
           f"{'outside_s':>9}")

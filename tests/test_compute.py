@@ -109,6 +109,8 @@ def test_hf_engine_records_what_it_ran(tiny_model_dir):
     lengths = [len(s.token_ids) for s in samples]
     assert (work["decode"].tokens, work["decode"].keys) == decode_work([3, 5], lengths)
     assert work["decode"].logits == work["decode"].tokens == sum(n - 1 for n in lengths)
+    # the batch was assembled once (both rows join at once): timed, no model work of its own
+    assert (work["batch"].calls, work["batch"].tokens, work["batch"].keys) == (1, 0, 0)
 
 
 @pytest.mark.parametrize("share_prefix", [False, True])

@@ -133,17 +133,18 @@ class Scheduler:
             rows, logits, cached = eng.prefill_rows(prompts)
             work.tokens, work.keys = prefill_work([len(p) for p in prompts], cached)
             work.logits = sum(c < len(p) for p, c in zip(prompts, cached))
-        keep = batch.running
-        old = [row_view(batch.layers(), i, batch.pads[i], batch.width) for i in keep]
-        requests = [batch.rows[i] for i in keep] + new
-        room = max(r.params.max_new_tokens - len(r.tokens) for r in requests)  # no regrowth
-        cache, pads = batch_cache(eng.model.config, old + rows, reserve=room)
-        mask = torch.ones(len(pads), cache.layers[0].keys.shape[2], dtype=torch.long,
-                          device=eng.device)                                      # (b, W)
-        for row, pad in enumerate(pads):
-            mask[row, :pad] = 0
-        parts = ([batch.logits[keep]] if keep else []) + [logits]
-        return Batch(requests, cache, mask, pads, torch.cat(parts))
+        with spans.span("batch"):   # the running rows' caches and the new ones copied into one
+            keep = batch.running
+            old = [row_view(batch.layers(), i, batch.pads[i], batch.width) for i in keep]
+            requests = [batch.rows[i] for i in keep] + new
+            room = max(r.params.max_new_tokens - len(r.tokens) for r in requests)  # no regrowth
+            cache, pads = batch_cache(eng.model.config, old + rows, reserve=room)
+            mask = torch.ones(len(pads), cache.layers[0].keys.shape[2], dtype=torch.long,
+                              device=eng.device)                                  # (b, W)
+            for row, pad in enumerate(pads):
+                mask[row, :pad] = 0
+            parts = ([batch.logits[keep]] if keep else []) + [logits]
+            return Batch(requests, cache, mask, pads, torch.cat(parts))
 
     def _step(self, eng, batch: Batch) -> Batch:
         """Sample every row's next token; finish the rows that stop; feed the others one step."""
