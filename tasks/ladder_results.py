@@ -161,7 +161,8 @@ def finished_at(result_path: Path) -> str:
 def update_seed_file(path: Path, row: dict, meta: dict) -> dict:
     """Merge one (arm, seed) result and its `ladder_meta` (plus `finished`: `finished_at` of its
     result file) into the seed file at `path`, atomically; returns the file's content. Refuses an
-    arm whose protocol differs from the arms already there."""
+    arm whose protocol differs from the arms already there. The same run met again keeps its
+    entry, except for a training curve that has changed (completed with its tallies)."""
     path = Path(path)
     seed = {"format": FORMAT, "seed": row["seed"], "hardware": meta["hardware"], "arms": {},
             "notes": []}
@@ -172,6 +173,13 @@ def update_seed_file(path: Path, row: dict, meta: dict) -> dict:
                           f"{row['arm']!r}; name seed files seed-<n>.json after their seed.")
     kept = seed["arms"].get(row["arm"])
     if kept and kept.get("mlflow_run_id") == row["mlflow_run_id"]:
+        training = row.get("training")
+        if training is None or training == kept.get("training"):
+            return seed
+        # the same run's curve, completed since with its per-instance tallies (`complete`): it
+        # alone is replaced, the arm keeps the provenance of the invocation that ran it
+        seed["arms"][row["arm"]] = {**kept, "training": training}
+        _write(path, seed)
         return seed
     arm = {**portable(row), **meta}
     others = {k: v for k, v in seed["arms"].items() if k != row["arm"]}

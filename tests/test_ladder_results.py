@@ -81,6 +81,12 @@ def test_seed_file_merges_arms_of_two_invocations_and_keeps_their_provenance(tmp
     # a resumed ladder meets base's result again: the file keeps the invocation that made it
     update_seed_file(path, _row("base", 0), {**_meta(), "commit": "e" * 40})
     assert json.loads(path.read_text())["arms"]["base"]["commit"] == SHA
+    # ... unless its training curve was completed since with its tallies: that alone is replaced
+    tallied = _row("warmup", 0, solved=1)
+    tallied["training"]["0"]["train_tally"] = {"a": [1, 4], "b": [1, 4]}
+    update_seed_file(path, tallied, {**_meta(), "commit": "e" * 40})
+    warmup = json.loads(path.read_text())["arms"]["warmup"]
+    assert warmup["training"] == tallied["training"] and warmup["commit"] == "f" * 40
 
 
 def test_seed_file_refuses_an_arm_under_another_eval_protocol(tmp_path):
