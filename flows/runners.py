@@ -3,10 +3,9 @@
 Task runners are picked by name (`orchestration.task_runner`): `threads` (Prefect's
 `ThreadPoolTaskRunner`, here one that stops at once on Ctrl-C or SIGTERM; the embedded default)
 or `ray` (`prefect-ray`'s `RayTaskRunner`). Imports are lazy, so Ray is needed only when asked
-for. Ray workers run the stage tasks in their own
-processes and report to the Prefect API of the driver (passed as PREFECT_API_URL in the job's
-runtime env), so with Ray use a Prefect server rather than the ephemeral API when the cluster
-spans machines.
+for. Ray workers run the stage tasks in their own processes and report to the Prefect API of the
+driver (passed as PREFECT_API_URL in the job's runtime env), so with Ray use a Prefect server
+rather than the ephemeral API when the cluster spans machines.
 
 The driver joins one Ray cluster per run (`connect_ray`): the one at `orchestration.ray_address`
 or RAY_ADDRESS, else a local one it starts once and stops at exit. `RayTaskRunner` reuses an
