@@ -4,11 +4,11 @@ Code at the edges records what it did under a name (`with span("decode") as s: .
 wall seconds, calls, tokens run through the model, `logits` (positions that needed the LM head)
 and `keys` (attention keys those tokens read): what `swe_rlvr.compute` turns into FLOPs. Totals
 are summed per name for the whole process, so spans in concurrent threads add up to busy time,
-not elapsed time. `delta(before, after)` gives one
-window's share. Names used in the package: `prefill`, `decode`, `batch` (the `hf` engine; `batch`: copying
-the running rows' caches and the joining ones into one batch), `generate` (a
-server's completion: `openai`, `vllm-server`), `server_start`, `server_stop`, `old_logprobs`,
-`forward_backward`, `optimizer`, `checkpoint` (the trainer), `model_load` (both).
+not elapsed time. `delta(before, after)` gives one window's share. Names used in the package:
+`prefill`, `decode`, `batch` (the `hf` engine; `batch`: copying the running rows' caches and the
+joining ones into one batch), `generate` (a server's completion: `openai`, `vllm-server`),
+`server_start`, `server_stop`, `old_logprobs`, `forward_backward`, `optimizer`, `checkpoint` (the
+trainer), `model_load` (both).
 
 `rss_window()` yields a `Window` whose `peak_mb`, once the block ends, is the largest resident set
 of this process seen while it ran (sampled every `SAMPLE_S` by one daemon thread, plus at its start

@@ -115,13 +115,9 @@ def iteration_signals(iter_dir: str) -> dict[str, float]:
 
 def train_tally(samples: list) -> dict[str, list[int]]:
     """{instance_id: [resolved, samples]} of an iteration's unguided samples (EpisodeOutcomes),
-    what `ladder_stats.trend` resamples."""
-    out: dict[str, list[int]] = {}
-    for o in samples:
-        out.setdefault(o.instance_id, [0, 0])
-        out[o.instance_id][0] += bool(o.resolved)
-        out[o.instance_id][1] += 1
-    return dict(sorted(out.items()))
+    what `ladder_stats.trend` resamples: `ladder_stats.tally`, the evaluation's, over them."""
+    rows = [{"instance_id": o.instance_id, "resolved": o.resolved} for o in samples]
+    return {k: list(v) for k, v in ladder_stats.tally(rows).items()}
 
 
 def signal_groups(rewards: list[dict]) -> tuple[int, int]:
@@ -213,9 +209,7 @@ def trend_table(results: dict[str, list[dict]]) -> list[str]:
             if len(its) < 2:
                 continue
             tallies = {k: v.get("train_tally") for k, v in its.items()}
-            found = (ladder_stats.trend({k: {i: tuple(c) for i, c in t.items()}
-                                         for k, t in tallies.items()})
-                     if all(tallies.values()) else None)
+            found = ladder_stats.trend(tallies) if all(tallies.values()) else None
             if found is None:
                 rows.append([arm, str(s["seed"]), str(len(its)), "—", "—", "—", "—",
                              "no per-instance tally recorded"])
