@@ -108,12 +108,12 @@ with memory.kept_under_ceiling(start + (512 << 20)):
     del xs
     time.sleep(0.2)
     kept = rss() - start                                 # under the ceiling: kept
-    xs = [torch.ones(2 ** 18) for _ in range(768)]     # a bigger step: 768 MiB live, over it
+    x = torch.ones(768 << 18)                          # a bigger step: 768 MiB live, over it
     live = rss() - start
-    del xs
-    deadline = time.time() + 10                          # freed, over the ceiling: purged by
-    while rss() - start >= 200 << 20 and time.time() < deadline:   # the watcher's next poll, or
-        time.sleep(0.05)                                 # later on a loaded machine
+    del x                                                # one free: a watcher poll cannot fall
+    deadline = time.time() + 10                          # between frees and purge only part of
+    while rss() - start >= 200 << 20 and time.time() < deadline:   # them. Freed, over the
+        time.sleep(0.05)                                 # ceiling: purged at the next poll
     capped = rss() - start
 print(before, inside, decay(), kept >> 20, live >> 20, capped >> 20, (rss() - start) >> 20)
 """
