@@ -48,6 +48,11 @@ from tasks.ladder import Z_975  # z_{1 - alpha/2} for two-sided alpha 0.05
 Z_80 = 0.841621
 """z_{power} for power 0.8."""
 RESAMPLES = 10_000
+BOUND_DECIMALS = 12
+"""Bootstrap bounds are rounded to this many decimals. Resampled means of exact fractions carry
+float rounding, so a bound that is 0 could read as excluding 0 by a hair (three seeds' pooled
+dapo - warmup once had 7.7e-19 for its lower bound); a real bound is a multiple of one episode
+over all of them (~1e-3)."""
 Tally = Mapping[str, tuple[int, int]]
 """instance_id -> (resolved, episodes)."""
 
@@ -93,8 +98,13 @@ def bootstrap_mean(values: np.ndarray, resamples: int = RESAMPLES, seed: int = 0
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, n, size=(resamples, n))                          # (B, n)
     means = values[picks].mean(axis=1)                                       # (B,)
-    low, high = np.percentile(means, [2.5, 97.5])
-    return mean, float(low), float(high)
+    return (mean, *percentile_bounds(means))
+
+
+def percentile_bounds(samples: np.ndarray) -> tuple[float, float]:
+    """The 2.5th and 97.5th percentiles of bootstrap `samples`, to `BOUND_DECIMALS` (no -0.0)."""
+    low, high = np.percentile(samples, [2.5, 97.5])
+    return round(float(low), BOUND_DECIMALS) + 0.0, round(float(high), BOUND_DECIMALS) + 0.0
 
 
 def arm_interval(t: Tally, seed: int = 0) -> tuple[float, float, float]:
@@ -158,8 +168,8 @@ def trend(by_iteration: Mapping[str, Tally], resamples: int = RESAMPLES, seed: i
         return row
     picks = np.random.default_rng(seed).integers(0, len(ids), size=(resamples, len(ids)))
     curves = resolved[picks].sum(1) / np.maximum(samples[picks].sum(1), 1)          # (B, T)
-    low, high = np.percentile(_slopes(x, curves), [2.5, 97.5])
-    return {**row, "low": float(low), "high": float(high)}
+    low, high = percentile_bounds(_slopes(x, curves))
+    return {**row, "low": low, "high": high}
 
 
 def _slopes(x: np.ndarray, ys: np.ndarray) -> np.ndarray:

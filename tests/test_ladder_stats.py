@@ -27,6 +27,7 @@ from tasks.ladder_stats import (
     instances_needed,
     mdd,
     paired_difference,
+    percentile_bounds,
     pool,
     proportion_interval,
     statements,
@@ -62,6 +63,19 @@ def test_identical_arms_give_a_zero_width_interval_at_zero():
     row = paired_difference(arm, dict(arm))
     assert (row["diff"], row["low"], row["high"]) == (0.0, 0.0, 0.0)
     assert not excludes_zero(row)
+
+
+def test_a_bound_at_zero_up_to_float_rounding_does_not_exclude_zero():
+    # 0.1 + 0.2 - 0.3 is 5.55e-17 in floats: a resampled mean of fractions that is exactly 0
+    # can read as a hair above (or below) it. Half the samples there, half at 0.5: the 2.5th
+    # percentile is that 0, the 97.5th is 0.5.
+    hair = 0.1 + 0.2 - 0.3
+    assert hair != 0
+    low, high = percentile_bounds(np.array([hair] * 50 + [0.5] * 50))
+    assert (low, high) == (0.0, 0.5) and not excludes_zero({"low": low, "high": high})
+    low, _ = percentile_bounds(np.array([-hair] * 50 + [0.5] * 50))
+    assert math.copysign(1, low) == 1.0                    # 0.0, never printed as -0.000
+    assert percentile_bounds(np.array([1 / 861] * 10)) == (round(1 / 861, 12),) * 2
 
 
 def test_pairing_cancels_instance_difficulty():
