@@ -192,6 +192,10 @@ class TrainerConfig:
     the memory available then."""
     deepspeed_config: str | None = None
     """DeepSpeed JSON config file (None: built from these fields; see infra/deepspeed/)."""
+    deepspeed_cpu_shm: bool = False
+    """DeepSpeed on CPU: its shared-memory allreduce kernels (`deepspeed_shm_comm`), faster
+    collectives between ranks on one host, JIT-compiled on first use (minutes, cached in
+    TORCH_EXTENSIONS_DIR). Off: gloo's collectives, and no build. GPUs never use them."""
     lora: LoraConfig = LoraConfig()
     """LoRA instead of full fine-tuning (off by default; `trainer.lora.r` turns it on)."""
 

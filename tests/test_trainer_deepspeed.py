@@ -4,9 +4,8 @@ step, so gradients accumulate over micro-batches: under ZeRO-3 that needs the mi
 bookkeeping DeepSpeed's own forward does (`DeepSpeedEngine.logprobs`), without which each
 micro-batch's gradient overwrote the previous one's.
 
-On CPU, DeepSpeed JIT-compiles its `deepspeed_shm_comm` op at `init_distributed` the first time
-(both stages took 5 min on 2 busy cores with the compile; the build is cached in
-TORCH_EXTENSIONS_DIR, ~/.cache/torch_extensions, for later runs). A build
+On CPU the engine skips DeepSpeed's `deepspeed_shm_comm` op (`trainer.deepspeed_cpu_shm` off),
+whose JIT build took minutes on a fresh machine; the collectives run on gloo. With it on, a build
 killed midway leaves `<TORCH_EXTENSIONS_DIR>/py311_cpu/deepspeed_shm_comm/lock`, and the next run
 waits on it forever: delete that directory. Runs in a subprocess so DS_ACCELERATOR=cpu is set
 before DeepSpeed is imported.
@@ -79,7 +78,7 @@ def test_host_copy_keeps_tied_weights_tied(tiny_model_dir, tmp_path):
 def _run(script, model_dir, out, engine, stage):
     """(final weights, [[loss, grad_norm] per step]) of SCRIPT with this engine on DEVICE."""
     paths = [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]
-    env = {**os.environ, "DS_ACCELERATOR": DEVICE,
+    env = {**os.environ, "DS_ACCELERATOR": DEVICE, "TORCH_EXTENSIONS_DIR": str(out.parent / "ext"),
            "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
     proc = subprocess.run([sys.executable, str(script), str(model_dir), str(out), engine, str(stage),
                            DEVICE], env=env, capture_output=True, text=True, timeout=1800)
@@ -123,6 +122,7 @@ def test_deepspeed_zero_matches_torch_engine(tiny_model_dir, tmp_path, stage):
         for name in ours:
             assert torch.allclose(ours[name], theirs[name].float(), atol=1e-5, rtol=1e-4), name
     assert (tmp_path / "ds" / "checkpoints" / "step_000002" / "deepspeed").is_dir()
+    assert not (tmp_path / "ext").exists(), "DeepSpeed JIT-built an op (trainer.deepspeed_cpu_shm)"
 
 
 @pytest.mark.e2e

@@ -10,8 +10,9 @@ weights collectively, and ZeRO's reductions expect every rank's gradients, so `s
 with fewer rows with filler micro-batches (loss times 0) to run as many as the others.
 
 One rank without a launcher: `torch.distributed` is initialised here (gloo on CPU, nccl on GPU)
-on a free local port. On CPU set `DS_ACCELERATOR=cpu`; DeepSpeed then JIT-compiles its C++ ops on
-first use (minutes; cache `TORCH_EXTENSIONS_DIR` between runs). Many GPUs: `trainer.launch` runs
+on a free local port. On CPU set `DS_ACCELERATOR=cpu`; its collectives run on gloo, and DeepSpeed's
+shared-memory kernels, a JIT C++ build of minutes on first use, only with
+`trainer.deepspeed_cpu_shm` (`skip_shm_kernels`). Many GPUs: `trainer.launch` runs
 the loops under `torchrun`, one rank per GPU. Checkpoints: HF weights gathered to rank 0 (ZeRO-3
 consolidates them), plus DeepSpeed's own sharded optimiser state under `deepspeed/` for resume.
 """
@@ -56,6 +57,16 @@ def ds_config(cfg: TrainerConfig, on_gpu: bool) -> dict:
                                   "stage3_gather_16bit_weights_on_model_save": True},
             "zero_allow_untested_optimizer": True, "steps_per_print": 1 << 30,
             "wall_clock_breakdown": False}
+
+
+def skip_shm_kernels() -> None:
+    """DeepSpeed's comm backend builds its shared-memory allreduce op when it starts, if the op
+    is marked compatible (`deepspeed.comm.torch.build_shm_op`); on CPU that is a JIT C++ build of
+    minutes the first time. Marked incompatible, the backend runs torch.distributed's (gloo's)
+    collectives instead."""
+    import deepspeed.ops
+    from deepspeed.ops.op_builder.cpu import ShareMemCommBuilder
+    deepspeed.ops.__compatible_ops__[ShareMemCommBuilder.NAME] = False
 
 
 def init_single_rank(device: torch.device) -> None:
@@ -103,6 +114,8 @@ class DeepSpeedEngine:
         if device.type == "cpu" and os.environ.get("DS_ACCELERATOR") != "cpu":
             raise RuntimeError("DeepSpeed on CPU needs DS_ACCELERATOR=cpu in the environment "
                                "before Python starts; export it or use trainer.engine: torch.")
+        if device.type == "cpu" and not cfg.deepspeed_cpu_shm:
+            skip_shm_kernels()
         join_process_group(device)                         # several ranks under a launcher
         init_single_rank(device)                           # or one without
         if device.type == "cuda":
