@@ -103,8 +103,8 @@ def bootstrap_mean(values: np.ndarray, resamples: int = RESAMPLES, seed: int = 0
 
 def percentile_bounds(samples: np.ndarray) -> tuple[float, float]:
     """The 2.5th and 97.5th percentiles of bootstrap `samples`, to `BOUND_DECIMALS` (no -0.0)."""
-    low, high = np.percentile(samples, [2.5, 97.5])
-    return round(float(low), BOUND_DECIMALS) + 0.0, round(float(high), BOUND_DECIMALS) + 0.0
+    low, high = (round(float(b), BOUND_DECIMALS) + 0.0 for b in np.percentile(samples, [2.5, 97.5]))
+    return low, high
 
 
 def arm_interval(t: Tally, seed: int = 0) -> tuple[float, float, float]:
