@@ -75,7 +75,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                    "seed-<n>.json files alone")
     report.add_argument("dir", metavar="DIR",
                         help="folder of seed-<n>.json files (ladder --results-dir), e.g. "
-                             "docs/ladder")
+                             "docs/ladder, and its design.json when the claim is judged at "
+                             "several looks (tasks.ladder_design)")
     report.add_argument("--out", default=REPORT_OUT,
                         help=f"markdown report; its two PNGs go beside it (default {REPORT_OUT})")
     report.set_defaults(handler=_report)

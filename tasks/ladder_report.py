@@ -25,6 +25,7 @@ from pathlib import Path
 
 from tasks import ladder_stats, store
 from tasks.ladder import BUCKETS, aggregate_arm, curve, stage_seconds
+from tasks.ladder_design import Design, sequential_lines
 from tasks.ladder_stats import comparison_rows, statements
 from tasks.metrics import episode_stats
 
@@ -254,9 +255,11 @@ def _recovery_row(seed: str, iteration: str, v: dict) -> list[str]:
             _cell(rate, 3), _ci(low, high, "—")]
 
 
-def write_report(path: Path, results: dict[str, list[dict]], header: list[str]) -> str:
-    """Write `report.md` (header lines, then each section); returns its text."""
-    pairs = comparison_rows(results)
+def write_report(path: Path, results: dict[str, list[dict]], header: list[str],
+                 design: Design | None = None) -> str:
+    """Write `report.md` (header lines, then each section); returns its text. With a sequential
+    `design` (`tasks.ladder_design`), its comparison is judged at the design's bound."""
+    pairs = comparison_rows(results, design)
     lines = [*header, "", "## Arms", "", *table(results), "",
              "pass@1: mean over seeds of each seed's pass@1 (itself the mean over eval.runs runs on "
              "the test split). 95% CI (seeds, t): Student t over the seeds' pass@1. 95% CI "
@@ -268,6 +271,7 @@ def write_report(path: Path, results: dict[str, list[dict]], header: list[str]) 
              "Difference: pass@1 of A minus B on the instances both evaluated; 95% CI: 10,000 "
              "bootstrap resamples of the instances, pairing each instance (and seed) with "
              "itself; pooled: every common seed's episodes of an instance resampled together.", "",
+             *sequential_lines(pairs, design),
              "## What the intervals support", "", *statements(pairs), "",
              "## Training curves", "", "![train resolve and group-signal rate](curves.png)", "",
              *curves_table(results), "",

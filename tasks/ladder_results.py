@@ -262,16 +262,19 @@ def _by_arm(seeds: list[dict], order: Sequence[str]) -> Results:
 
 
 def write_committed_report(folder: Path, out_md: Path, order: Sequence[str] = ()) -> str:
-    """Regenerate the report from the seed files in `folder` alone: `out_md` and, beside it,
+    """Regenerate the report from the files in `folder` alone (its seed files, and its
+    sequential design when it has one, `tasks.ladder_design`): `out_md` and, beside it,
     `<stem>.png` (pass@1 per iteration) and `<stem>-curves.png`; returns the markdown. GPU seeds
     get their own section after the CPU seeds' report."""
+    from tasks import ladder_design
     from tasks.ladder_report import write_curves, write_plot, write_report
     folder, out_md = Path(folder), Path(out_md)
     seeds = _seed_files(folder)
     cpu, gpu = _split(seeds, order)
     out_md.parent.mkdir(parents=True, exist_ok=True)
     plot, curves = out_md.with_suffix(".png"), out_md.with_name(f"{out_md.stem}-curves.png")
-    text = write_report(out_md, cpu, _header(folder, out_md, seeds, cpu, gpu, plot.name))
+    text = write_report(out_md, cpu, _header(folder, out_md, seeds, cpu, gpu, plot.name),
+                        ladder_design.load(folder))
     text = text.replace("](curves.png)", f"]({curves.name})") + _gpu_section(gpu)
     out_md.write_text(text)
     write_plot(plot, cpu)

@@ -19,6 +19,8 @@ bootstrap resamples can be enumerated by hand.
   interval of each arm covers that. Fewer than 2 instances give no interval (NaN), and with a
   handful the percentile interval is too narrow: it never reaches past the most extreme d_i, so
   arms that differ equally on every instance get a zero-width interval.
+- A comparison judged at several looks as seeds are added (`tasks.ladder_design`) gets, in its
+  pooled row, the interval at its look's level from the same resamples (`level`), beside the 95%.
 - A training curve's rise (`trend`): the least-squares slope of the train resolve rate against
   the iteration, over the instances sampled in every iteration, with a bootstrap interval that
   resamples instances, as above. Its unit is resolve rate per iteration.
@@ -40,10 +42,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Protocol
 
 import numpy as np
 
 from tasks.ladder import Z_975  # z_{1 - alpha/2} for two-sided alpha 0.05
+
+
+class Sequential(Protocol):
+    """A comparison judged at a group-sequential bound (`tasks.ladder_design.Design`)."""
+
+    comparison: tuple[str, str]
+
+    def judge(self, seeds: int) -> dict: ...
 
 Z_80 = 0.841621
 """z_{power} for power 0.8."""
@@ -86,9 +97,9 @@ def rates(t: Tally, ids: list[str]) -> np.ndarray:
     return np.array([t[i][0] / t[i][1] for i in ids], dtype=float)          # (n,)
 
 
-def bootstrap_mean(values: np.ndarray, resamples: int = RESAMPLES, seed: int = 0
-                   ) -> tuple[float, float, float]:
-    """(mean, low, high): the mean of `values` and its 95% percentile-bootstrap interval."""
+def bootstrap_mean(values: np.ndarray, resamples: int = RESAMPLES, seed: int = 0,
+                   level: float = 0.95) -> tuple[float, float, float]:
+    """(mean, low, high): the mean of `values` and its percentile-bootstrap interval at `level`."""
     n = len(values)
     if n == 0:
         raise ValueError("bootstrap_mean needs at least one instance (got none).")
@@ -98,12 +109,15 @@ def bootstrap_mean(values: np.ndarray, resamples: int = RESAMPLES, seed: int = 0
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, n, size=(resamples, n))                          # (B, n)
     means = values[picks].mean(axis=1)                                       # (B,)
-    return (mean, *percentile_bounds(means))
+    return (mean, *percentile_bounds(means, level))
 
 
-def percentile_bounds(samples: np.ndarray) -> tuple[float, float]:
-    """The 2.5th and 97.5th percentiles of bootstrap `samples`, to `BOUND_DECIMALS` (no -0.0)."""
-    low, high = (round(float(b), BOUND_DECIMALS) + 0.0 for b in np.percentile(samples, [2.5, 97.5]))
+def percentile_bounds(samples: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """The two-sided `level` interval's percentiles of bootstrap `samples` (at 0.95: the 2.5th and
+    97.5th), to `BOUND_DECIMALS` (no -0.0)."""
+    tail = 50 * (1 - level)
+    low, high = (round(float(b), BOUND_DECIMALS) + 0.0
+                 for b in np.percentile(samples, [tail, 100 - tail]))
     return low, high
 
 
@@ -112,14 +126,15 @@ def arm_interval(t: Tally, seed: int = 0) -> tuple[float, float, float]:
     return bootstrap_mean(rates(t, sorted(t)), seed=seed)
 
 
-def paired_difference(a: Tally, b: Tally, seed: int = 0) -> dict[str, float]:
-    """pass@1(A) - pass@1(B) over their common instances, paired bootstrap 95% interval; also
-    the instance count and the mean episodes per instance of each arm."""
+def paired_difference(a: Tally, b: Tally, seed: int = 0, level: float = 0.95) -> dict[str, float]:
+    """pass@1(A) - pass@1(B) over their common instances, paired bootstrap interval at `level`;
+    also the instance count and the mean episodes per instance of each arm."""
     ids = sorted(set(a) & set(b))
     if not ids:
         raise ValueError("The two arms share no evaluation instance; a paired difference needs "
                          "the same eval.split, eval.limit and instances settings in both.")
-    diff, low, high = bootstrap_mean(rates(a, ids) - rates(b, ids), seed=seed)   # (n,) paired
+    diff, low, high = bootstrap_mean(rates(a, ids) - rates(b, ids), seed=seed,   # (n,) paired
+                                     level=level)
     return {"diff": diff, "low": low, "high": high, "instances": float(len(ids)),
             "episodes_a": float(np.mean([a[i][1] for i in ids])),
             "episodes_b": float(np.mean([b[i][1] for i in ids])),
@@ -206,9 +221,12 @@ def _check_design(instances: int, runs: int, seeds: int, p: float) -> None:
 # --------------------------------------------------------------------------- the comparisons
 
 
-def comparison_rows(results: Mapping[str, list[dict]]) -> list[dict]:
+def comparison_rows(results: Mapping[str, list[dict]], design: Sequential | None = None
+                    ) -> list[dict]:
     """Each COMPARISONS pair with results in both arms: a pooled row over their common seeds,
-    then one row per seed (`paired_difference` plus a, b, seed, seeds)."""
+    then one row per seed (`paired_difference` plus a, b, seed, seeds). The pooled row of the
+    `design`'s comparison also carries `sequential`: its look (`design.judge`) and the paired
+    interval at that look's level, from the same resamples."""
     rows = []
     for a, b in COMPARISONS:
         by_seed = {s["seed"]: s["instances"] for s in results.get(a, [])}
@@ -221,6 +239,10 @@ def comparison_rows(results: Mapping[str, list[dict]]) -> list[dict]:
         rows.append({**name, "seed": "pooled", **paired_difference(pooled_a, pooled_b),
                      "intervals_a": arm_interval(pooled_a)[1:],
                      "intervals_b": arm_interval(pooled_b)[1:]})
+        if design is not None and design.comparison == (a, b):
+            look = design.judge(len(seeds))
+            at = paired_difference(pooled_a, pooled_b, level=look["level"])
+            rows[-1]["sequential"] = {**look, "low": at["low"], "high": at["high"]}
         rows += [{**name, "seed": str(s), "seeds": 1.0, **paired_difference(by_seed[s], other[s])}
                  for s in seeds]
     return rows
@@ -242,11 +264,20 @@ def _statement(row: dict, per_seed: list[dict]) -> str:
                 f"over {n} instances, {seeds} seed(s) pooled)")
     if math.isnan(row["low"]):
         return f"- {a} − {b} = {row['diff']:+.3f} on {n} instance: no interval, so no claim."
+    look = row.get("sequential")
+    if look and excludes_zero(row) and not excludes_zero(look):
+        return (f"- {measured}: the 95% interval excludes 0, but this comparison is judged by its "
+                f"sequential design: at look {look['look']} of {look['looks']} the "
+                f"{100 * look['level']:.1f}% interval is [{look['low']:+.3f}, "
+                f"{look['high']:+.3f}], which contains 0, so the ladder does not show it yet.")
     if excludes_zero(row):
         shown = sum(excludes_zero(p) for p in per_seed)
         (la, ha), (lb, hb) = row["intervals_a"], row["intervals_b"]
         overlap = "overlap" if la <= hb and lb <= ha else "do not overlap"
-        return (f"- **{measured}: {a}'s pass@1 on these test instances is "
+        also = (f" (and its {100 * look['level']:.1f}% interval at look {look['look']} of "
+                f"{look['looks']} of its sequential design, [{look['low']:+.3f}, "
+                f"{look['high']:+.3f}])" if look else "")
+        return (f"- **{measured}{also}: {a}'s pass@1 on these test instances is "
                 f"{'above' if row['diff'] > 0 else 'below'} {b}'s.** The per-seed intervals "
                 f"exclude 0 in {shown} of "
                 f"{len(per_seed)} seed(s); the arms' own instance intervals {overlap} "

@@ -222,3 +222,16 @@ def test_seeds_with_another_shared_warm_up_are_never_pooled(tmp_path):
     text = write_committed_report(tmp_path, tmp_path / "report.md")
     assert "one warm-up shared by every seed (checkpoint sha256 `abababababab`)" in text
     assert "warm-up's own variance is not measured" in text
+
+
+def test_a_folder_with_a_design_judges_its_comparison_at_the_looks_bound(tmp_path):
+    """design.json beside the seed files: the report adds the comparison's look (2 seeds of a
+    planned 2, 4), its bound and the interval at that level; without one it has no such section."""
+    folder, out = _folder(tmp_path), tmp_path / "report.md"
+    assert "sequential design" not in write_committed_report(folder, out)
+    (folder / "design.json").write_text(json.dumps(
+        {"comparison": ["dapo", "warmup"], "looks": [2, 4], "declared": "2026-11-30"}))
+    text = write_committed_report(folder, out)
+    assert "## The claim's sequential design" in text
+    assert "| dapo − warmup | 1 of 2 | 2 | 0.50 | 2.772 | 99.4% |" in text
+    assert "judged when 2 and 4 seeds are pooled" in text and "This is a planned look." in text

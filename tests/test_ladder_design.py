@@ -1,0 +1,121 @@
+"""The ladder's sequential design: group-sequential bounds (`tasks.sequential`), the results
+folder's `design.json` (`tasks.ladder_design`), and how the report judges its comparison."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from swe_rlvr.config import ConfigError
+from tasks import ladder_design, sequential
+from tasks.ladder_stats import bootstrap_mean, comparison_rows, statements
+
+Z_975 = 1.959963984540054
+
+
+def test_one_look_is_the_fixed_sample_test():
+    assert sequential.bounds([1.0]) == pytest.approx([Z_975], abs=1e-9)
+    assert sequential.level(Z_975) == pytest.approx(0.95, abs=1e-12)
+    assert sequential.obrien_fleming_spent(1.0) == pytest.approx(0.05, abs=1e-12)
+
+
+def test_the_first_bound_is_closed_form_and_later_ones_fall():
+    # alpha(t) = 2 - 2 Phi(z / sqrt t): the first look spends exactly that, so its bound is
+    # z / sqrt(t_1); each later look has more information and a lower bound.
+    two = sequential.bounds([0.6, 1.0])
+    assert two[0] == pytest.approx(Z_975 / math.sqrt(0.6), abs=1e-7)
+    three = sequential.bounds([1 / 3, 2 / 3, 1.0])
+    assert three[0] == pytest.approx(Z_975 * math.sqrt(3), abs=1e-7)
+    assert three[0] > three[1] > three[2] > Z_975 and two[1] > Z_975
+
+
+@pytest.mark.parametrize("fractions", [[0.6, 1.0], [0.5, 1.0], [1 / 3, 2 / 3, 1.0], [0.6, 0.8]])
+def test_the_looks_spend_the_alpha_the_function_allows(fractions):
+    """Differential against scipy's multivariate normal: with Z_k sqrt(t_k) a Brownian motion,
+    the chance that some |Z_j| >= c_j by look k is alpha(t_k), at every k."""
+    stats = pytest.importorskip("scipy.stats")
+    cs = sequential.bounds(fractions)
+    t = np.array(fractions)
+    cov = np.sqrt(np.minimum.outer(t, t) / np.maximum.outer(t, t))    # corr(Z_i, Z_j)
+    for k in range(1, len(t) + 1):
+        c = np.array(cs[:k])
+        law = stats.multivariate_normal(np.zeros(k), cov[:k, :k], abseps=1e-8, releps=1e-8)
+        inside = law.cdf(c, lower_limit=-c)
+        assert 1 - inside == pytest.approx(sequential.obrien_fleming_spent(t[k - 1]), abs=2e-5)
+
+
+def test_bad_looks_are_refused():
+    for bad in ([], [0.6, 0.6], [0.8, 0.6], [0.0, 1.0], [0.5, 1.2]):
+        with pytest.raises(ValueError, match="increasing information fractions"):
+            sequential.bounds(bad)
+
+
+def _write(folder, **fields):
+    body = {"comparison": ["dapo", "warmup"], "looks": [3, 5], "declared": "2026-11-30", **fields}
+    (folder / "design.json").write_text(json.dumps(body))
+    return folder
+
+
+def test_a_design_is_loaded_and_judges_each_look(tmp_path):
+    assert ladder_design.load(tmp_path) is None
+    design = ladder_design.load(_write(tmp_path))
+    assert design.comparison == ("dapo", "warmup") and design.looks == (3, 5)
+    first, last = design.judge(3), design.judge(5)
+    assert (first["look"], first["looks"], first["planned"]) == (1, 2, True)
+    assert first["bound"] == pytest.approx(Z_975 / math.sqrt(0.6), abs=1e-7)
+    assert last["bound"] == pytest.approx(sequential.bounds([0.6, 1.0])[1])
+    assert last["level"] == pytest.approx(sequential.level(last["bound"]))
+    unplanned = design.judge(4)                # looks taken: 3, then 4 of 5
+    assert not unplanned["planned"]
+    assert unplanned["bound"] == pytest.approx(sequential.bounds([0.6, 0.8])[1])
+    with pytest.raises(ConfigError, match="last look is at 5"):
+        design.judge(6)
+
+
+@pytest.mark.parametrize("fields, field", [
+    ({"comparison": ["dapo"]}, "comparison"), ({"looks": [5, 3]}, "looks"),
+    ({"looks": [0, 5]}, "looks"), ({"alpha": 1.5}, "alpha"), ({"spending": "pocock"}, "spending"),
+    ({"look": [3, 5]}, "unknown field"),
+])
+def test_a_malformed_design_names_its_field(tmp_path, fields, field):
+    with pytest.raises(ConfigError, match=field):
+        ladder_design.load(_write(tmp_path, **fields))
+
+
+def _seeds(tallies: dict[str, list[dict]]) -> dict[str, list[dict]]:
+    return {arm: [{"seed": s, "instances": t} for s, t in enumerate(rows)]
+            for arm, rows in tallies.items()}
+
+
+def test_the_pooled_row_carries_its_look_at_that_looks_level(tmp_path):
+    """Three seeds of 40 instances; dapo resolves 4 more of them than warmup on every seed.
+    The row's sequential interval is the paired bootstrap of the same instance differences at
+    the look's level (same resamples), so it contains the 95% one."""
+    ids = [f"i{k}" for k in range(40)]
+    warm = {i: (int(k < 2), 1) for k, i in enumerate(ids)}
+    dapo = {i: (int(k < 6), 1) for k, i in enumerate(ids)}
+    results = _seeds({"warmup": [warm] * 3, "dapo": [dapo] * 3})
+    design = ladder_design.load(_write(tmp_path))
+    row = [r for r in comparison_rows(results, design) if r["seed"] == "pooled"][0]
+    look = row["sequential"]
+    d = np.array([int(k < 6) - int(k < 2) for k in range(40)], dtype=float)
+    assert (look["low"], look["high"]) == bootstrap_mean(d, level=look["level"])[1:]
+    assert look["low"] <= row["low"] and row["high"] <= look["high"]
+    assert "sequential" not in [r for r in comparison_rows(results) if r["seed"] == "pooled"][0]
+
+
+def test_the_statement_claims_only_what_the_sequential_interval_shows():
+    row = {"a": "dapo", "b": "warmup", "seed": "pooled", "instances": 287.0, "seeds": 3.0,
+           "diff": 0.03, "low": 0.004, "high": 0.056, "episodes_a": 3.0, "episodes_b": 3.0,
+           "rate_a": 0.11, "rate_b": 0.08, "intervals_a": (0.08, 0.14),
+           "intervals_b": (0.05, 0.11)}
+    inside = {**row, "sequential": {"look": 1, "looks": 2, "level": 0.9886, "low": -0.004,
+                                    "high": 0.064}}
+    text = statements([inside])[0]
+    assert "does not show it yet" in text and "98.9% interval is [-0.004, +0.064]" in text
+    outside = {**row, "sequential": {**inside["sequential"], "low": 0.001}}
+    text = statements([outside])[0]
+    assert "**" in text and "above warmup's" in text and "98.9% interval at look 1 of 2" in text
