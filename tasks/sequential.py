@@ -15,7 +15,7 @@ motion at times t_k. The first bound is closed-form, z_{1 - alpha(t_1)/2} = z_{1
 Each later one solves P(continue to look k-1, then |Z_k| >= c_k) = alpha(t_k) - alpha(t_{k-1})
 (the recursive integration of Armitage, McPherson and Rowe): the sub-density of the motion on the
 continuation region is carried from look to look on a grid (Simpson's rule), and c_k is found
-by bisection. Pure numpy and `math` (no scipy), tested against closed forms and, in the tests,
+by bisection. Pure numpy and the standard library (no scipy), tested against closed forms and, in the tests,
 scipy's bivariate normal.
 
 A bound z maps to the two-sided level 1 - 2 (1 - Phi(z)) of the interval that excludes 0 exactly
@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from statistics import NormalDist
 
 import numpy as np
 
 GRID = 1601
 """Grid points over a look's continuation region (odd, for Simpson's rule)."""
+_NORMAL = NormalDist()
 
 
 def phi_cdf(z: float | np.ndarray) -> np.ndarray:
@@ -38,22 +40,11 @@ def phi_cdf(z: float | np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + _erf(np.asarray(z, dtype=float) / math.sqrt(2.0)))
 
 
-def z_quantile(p: float) -> float:
-    """The standard normal p-quantile, by bisection of `phi_cdf` (0 < p < 1)."""
-    if not 0 < p < 1:
-        raise ValueError(f"A normal quantile needs 0 < p < 1 (got {p}).")
-    low, high = -40.0, 40.0
-    for _ in range(200):
-        mid = (low + high) / 2
-        low, high = (mid, high) if float(phi_cdf(mid)) < p else (low, mid)
-    return (low + high) / 2
-
-
 def obrien_fleming_spent(t: float, alpha: float = 0.05) -> float:
     """Two-sided alpha spent by information fraction t (0 < t <= 1), Lan-DeMets O'Brien-Fleming."""
     if not 0 < t <= 1:
         raise ValueError(f"An information fraction lies in (0, 1] (got {t}).")
-    return float(2.0 - 2.0 * phi_cdf(z_quantile(1 - alpha / 2) / math.sqrt(t)))
+    return float(2.0 - 2.0 * phi_cdf(_NORMAL.inv_cdf(1 - alpha / 2) / math.sqrt(t)))
 
 
 def bounds(fractions: Sequence[float], alpha: float = 0.05) -> list[float]:
@@ -62,7 +53,7 @@ def bounds(fractions: Sequence[float], alpha: float = 0.05) -> list[float]:
     if not ts or any(b <= a for a, b in zip(ts, ts[1:])) or not 0 < ts[0] or ts[-1] > 1:
         raise ValueError(f"Looks need increasing information fractions in (0, 1] (got {ts}).")
     spent = [obrien_fleming_spent(t, alpha) for t in ts]
-    out = [z_quantile(1 - spent[0] / 2)]
+    out = [_NORMAL.inv_cdf(1 - spent[0] / 2)]
     grid, density = _continuation(out[0] * math.sqrt(ts[0]), None, None, ts[0])
     for k in range(1, len(ts)):
         step = ts[k] - ts[k - 1]
