@@ -8,12 +8,14 @@ docker) inside its handlers, so `swe-rlvr --help` stays fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
 import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any, NoReturn
 
 # command group -> "module:function" that adds its subparsers
@@ -72,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     _log_setup(args.verbose)
     before = _stop_on_sigterm()
     try:
-        return int(args.handler(args) or 0)
+        with _stop_deadline(_grace_s()):
+            return int(args.handler(args) or 0)
     except KeyboardInterrupt:
         return stop(130)
     except Exception as exc:  # noqa: BLE001 - the CLI boundary: one clear message, not a traceback
@@ -122,6 +125,78 @@ def stop(code: int) -> NoReturn:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+GRACE_ENV = "SWE_RLVR_STOP_GRACE_S"
+STOP_GRACE_S = 30.0
+"""How long a stopped command may take on its way out before it exits anyway (`GRACE_ENV`
+overrides it). The way out marks the Prefect flow runs crashed and the MLflow runs failed: calls
+to servers, which take a second or two, and held a stopped run for minutes when the Prefect API
+did not answer (its client waits 60 s a try and tries again)."""
+
+
+def _grace_s() -> float:
+    raw = os.environ.get(GRACE_ENV, "")
+    try:
+        grace = float(raw) if raw else STOP_GRACE_S
+    except ValueError:
+        grace = -1.0
+    if not grace > 0:
+        raise CommandError(f"{GRACE_ENV}={raw!r} is not a positive number of seconds; unset it "
+                           f"for the default ({STOP_GRACE_S:g} s)")
+    return grace
+
+
+@contextlib.contextmanager
+def _stop_deadline(grace_s: float) -> Iterator[None]:
+    """End the process `grace_s` seconds after SIGTERM or Ctrl-C, whatever its main thread is
+    doing then. The signal's Python handler belongs to whoever set it last (Prefect swaps in its
+    own during a flow run), and its way out waits on servers. Python writes the number of every
+    signal it catches to the wakeup fd, in C, before any handler runs; a thread that reads it
+    hears the signal whoever handles it. Off the main thread (no wakeup fd can be set) it does
+    nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    before = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    done = threading.Event()
+    watcher = threading.Thread(target=_watch, args=(read, before, grace_s, done),
+                               name="stop-deadline", daemon=True)
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)   # the watcher is born blocking them:
+    try:                                # the kernel hands them to the main thread, whose sleep
+        watcher.start()                 # they must interrupt (a Python handler runs only there)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    try:
+        yield
+    finally:
+        done.set()
+        signal.set_wakeup_fd(before)
+        os.close(write)                         # the watcher reads end of file and returns
+        watcher.join()
+
+
+_STOPS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _watch(read: int, forward: int, grace_s: float, done: threading.Event) -> None:
+    """The deadline's thread: pass each signal byte on to the wakeup fd it displaced, and once a
+    stop signal came, exit if the command has not ended `grace_s` seconds later."""
+    try:
+        while chunk := os.read(read, 64):
+            if forward >= 0:
+                with contextlib.suppress(OSError):
+                    os.write(forward, chunk)
+            caught = [number for number in chunk if number in _STOPS]
+            if caught and not done.wait(grace_s):
+                late = (f"{STOPPED}\nthe way out took over {grace_s:g} s ({GRACE_ENV}) and was cut "
+                        "short: a Prefect flow run may still show Running\n")
+                os.write(2, late.encode())      # not print: the main thread may hold stderr's lock
+                os._exit(128 + caught[0])
+    finally:
+        os.close(read)
 
 
 def entry() -> int:

@@ -15,6 +15,7 @@ import dataclasses
 import logging
 import re
 import sys
+from collections.abc import Callable
 
 import pytest
 from prefect import flow, task
@@ -37,14 +38,19 @@ def test_log_lines_lose_their_tracebacks_even_when_another_handler_formatted_the
 
 
 STOPPABLE = """
-import argparse, sys, threading, time
+import argparse, signal, sys, threading, time
 from swe_rlvr import cli
+signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as from a terminal: a test run
+                                                          # started in the background ignores it
 threading.Thread(target=time.sleep, args=(300,)).start()   # a task's worker thread: no daemon
 
 def handler(args):
     if sys.argv[1] == "term":                                # SIGTERM as Prefect's bridge raises it
         from prefect.exceptions import TerminationSignal
         raise TerminationSignal(15)
+    if sys.argv[1] == "stuck":                               # a way out that never ends
+        import signal
+        signal.signal(signal.SIGTERM, lambda *_: time.sleep(300))
     print("ready", flush=True)
     time.sleep(300)                                          # Ctrl-C lands here
 
@@ -59,19 +65,24 @@ sys.exit(cli.main([]))
 """
 
 
-@pytest.mark.parametrize("how, code", [("int", 130), ("term", 143), ("sigterm", 143)])
+@pytest.mark.parametrize("how, code", [("int", 130), ("term", 143), ("sigterm", 143),
+                                       ("stuck", 143)])
 def test_a_stopped_command_exits_at_once_though_its_tasks_threads_live(how, code):
     """Ctrl-C (a real SIGINT) or SIGTERM (raised as Prefect's bridge raises it, or a real one
     outside a flow run) ends the process with 128 + the signal and says how to
     resume, without waiting for the threads of the flow's tasks, which never hear the signal (a
-    stopped ladder went on sampling until its stage ended)."""
+    stopped ladder went on sampling until its stage ended). A way out that never ends (`stuck`:
+    the signal's handler hangs, as on an API that does not answer) is cut short after
+    SWE_RLVR_STOP_GRACE_S, and says so."""
+    import os
     import signal
     import subprocess
     import time
+    env = {**os.environ, "SWE_RLVR_STOP_GRACE_S": "2"} if how == "stuck" else None
     proc = subprocess.Popen([sys.executable, "-c", STOPPABLE, how], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, env=env)
     try:
-        if how in ("int", "sigterm"):
+        if how in ("int", "sigterm", "stuck"):
             assert proc.stdout.readline() == "ready\n"
             proc.send_signal(signal.SIGINT if how == "int" else signal.SIGTERM)
         began = time.monotonic()
@@ -81,6 +92,29 @@ def test_a_stopped_command_exits_at_once_though_its_tasks_threads_live(how, code
     assert proc.returncode == code, err
     assert time.monotonic() - began < 60                      # not the thread's 300 s
     assert "rerun the same command to resume" in err
+    assert ("took over 2 s (SWE_RLVR_STOP_GRACE_S) and was cut short" in err) == (how == "stuck")
+
+
+def test_the_deadline_leaves_no_wakeup_fd_or_thread_behind_and_a_bad_grace_is_named(monkeypatch,
+                                                                                    capsys):
+    """`main` called in-process (as tests and notebooks do) gives the signal wakeup fd back and
+    ends its watcher; a grace that is not a positive number names the variable and the fix."""
+    import signal
+    import threading
+
+    from swe_rlvr import cli
+    parser = cli.argparse.ArgumentParser()
+    parser.add_argument("-v", "--verbose", action="store_true")
+    parser.set_defaults(handler=lambda args: 0)
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    assert main([]) == 0
+    assert signal.set_wakeup_fd(-1) == -1
+    assert not [t for t in threading.enumerate() if t.name == "stop-deadline"]
+    for bad in ("0", "-3", "soon"):
+        monkeypatch.setenv("SWE_RLVR_STOP_GRACE_S", bad)
+        assert main([]) == 1
+        assert (f"error: SWE_RLVR_STOP_GRACE_S='{bad}' is not a positive number of seconds; "
+                "unset it for the default (30 s)") in capsys.readouterr().err
 
 
 @task(name="instances", retries=0)
@@ -208,6 +242,43 @@ def test_sigterm_during_a_subflows_stage_stops_the_run_at_once(prefect_api):
     the task runner's exit waited for the stage's thread, which never hears a signal. Through
     the project's task runner, the process ends with 143 and the resume message while the stage
     still sleeps."""
+    code, took, err = _stopped_in_a_stage()
+    assert code == 143, err
+    assert took < 120                                         # not the stage's 300 s
+    assert "rerun the same command to resume" in err
+    assert "was cut short" not in err                         # the API answered: a clean way out
+
+
+@pytest.mark.e2e
+def test_sigterm_while_the_prefect_api_does_not_answer_still_stops_within_the_grace(prefect_api):
+    """The story: CI's run of the test above hung past its 240 s. The way out after the signal
+    marks the flow runs crashed through the Prefect API, and a busy API held it: Prefect's client
+    waits 60 s a try and tries again. Here the API's process is frozen (SIGSTOP) once the stage
+    runs, and thawed after; the command still exits with 143 and the resume message,
+    `SWE_RLVR_STOP_GRACE_S` after the signal, and says that a flow run may still show Running."""
+    import os
+    import signal
+
+    import psutil
+    from prefect.settings import PREFECT_API_URL
+    port = int(str(PREFECT_API_URL.value()).split(":")[2].split("/")[0])
+    server = next(c.pid for c in psutil.net_connections("tcp")
+                  if c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN)
+    try:
+        code, took, err = _stopped_in_a_stage(
+            grace_s=5, when_ready=lambda: os.kill(server, signal.SIGSTOP))
+    finally:
+        os.kill(server, signal.SIGCONT)       # this worker's API: the tests after it use it
+    assert code == 143, err
+    assert 5 <= took < 60, (took, err)                        # the grace, not Prefect's retries
+    assert "rerun the same command to resume" in err
+    assert "took over 5 s (SWE_RLVR_STOP_GRACE_S) and was cut short" in err
+
+
+def _stopped_in_a_stage(grace_s: float | None = None,
+                        when_ready: Callable[[], object] = lambda: None) -> tuple[int, float, str]:
+    """Run STOPPED_IN_A_STAGE against this test's Prefect API, SIGTERM it once its stage runs
+    (after `when_ready`), and return its exit code, the seconds it took to exit, and its stderr."""
     import os
     import signal
     import subprocess
@@ -216,6 +287,8 @@ def test_sigterm_during_a_subflows_stage_stops_the_run_at_once(prefect_api):
 
     from prefect.settings import PREFECT_API_URL
     env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value())}
+    if grace_s is not None:
+        env["SWE_RLVR_STOP_GRACE_S"] = str(grace_s)
     proc = subprocess.Popen([sys.executable, "-c", STOPPED_IN_A_STAGE], env=env,
                             cwd=Path(__file__).parents[1], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -223,11 +296,10 @@ def test_sigterm_during_a_subflows_stage_stops_the_run_at_once(prefect_api):
         while (line := proc.stdout.readline()) not in ("ready\n", ""):
             pass
         assert line == "ready\n", proc.stderr.read()
+        when_ready()
         proc.send_signal(signal.SIGTERM)
         began = time.monotonic()
         _, err = proc.communicate(timeout=240)
+        return proc.returncode, time.monotonic() - began, err
     finally:
         proc.kill()
-    assert proc.returncode == 143, err
-    assert time.monotonic() - began < 120                     # not the stage's 300 s
-    assert "rerun the same command to resume" in err
