@@ -165,6 +165,8 @@ class Ladder:
     """RL arms sample a fixed window of this many instances, those whose sampling in the rft arm
     of the same seed was split between resolved and unresolved (`window_overrides`); 0: the
     config's own instances."""
+    window_per_iteration: int = 0
+    """With mixed_window: each RL iteration samples this many of the window, in turn (0: all)."""
     skip_eval: frozenset[str] = frozenset()
     """Arms trained but not evaluated (`flows.ladder_options.SKIPPABLE`): their results hold a
     pass@1 of None and stay out of the report and the seed files."""
@@ -242,14 +244,14 @@ def run_ladder(config: str | Path | None = None, overrides: Sequence[str] = (), 
                only_seeds: Sequence[int] = (), base_rate: float = PLAN_BASE_RATE,
                results_dir: str | Path | None = None, shared_warmup: str | None = None,
                mixed_window: int = 0, skip_eval: Sequence[str] = (),
-               warmup_checkpoint: str | None = None) -> str:
+               warmup_checkpoint: str | None = None, window_per_iteration: int = 0) -> str:
     """Run (or resume) the ladder; returns the path of report.md. `only_seeds` (a subset of
     0..seeds-1) runs just those; the report still covers every seed that has a result.
     `base_rate`: the pass@1 the design's minimum detectable difference assumes. `results_dir`:
     every (arm, seed) result, finished now or earlier, is also merged into its committable
     `results_dir/seed-<s>.json` (`tasks.ladder_results`). `shared_warmup`: a warm-up checkpoint
     that every seed's warmup arm evaluates instead of training one (module docstring).
-    `mixed_window`: `Ladder.mixed_window`. `skip_eval`: arms (`skippable`) trained without an
+    `mixed_window`, `window_per_iteration`: `Ladder`'s fields. `skip_eval`: arms (`skippable`) trained without an
     evaluation. `warmup_checkpoint`: the one seed's own warm-up, trained earlier by the same
     recipe, which its warmup arm evaluates instead of training (`flows.ladder_options`)."""
     from flows.preflight import preflight
@@ -263,9 +265,13 @@ def run_ladder(config: str | Path | None = None, overrides: Sequence[str] = (), 
     overrides = list(overrides)
     cfg = load_config(config, overrides + [f"orchestration.run_root={out}"])
     check_ladder(cfg)
+    if window_per_iteration and not mixed_window:
+        raise ConfigError("--window-per-iteration rotates through the --mixed-window: give "
+                          "--mixed-window N too, or drop --window-per-iteration.")
     preflight(cfg)
     ladder = Ladder(str(config) if config else None, overrides, cfg, out, list(range(seeds)),
                     arms_to_run(list(arms)), base_rate, mixed_window=mixed_window,
+                    window_per_iteration=window_per_iteration,
                     skip_eval=skippable(skip_eval, arms))
     if warmup_checkpoint is not None:
         ladder.warmup_checkpoint, ladder.warmup_trained = own_warmup(
@@ -280,7 +286,8 @@ def run_ladder(config: str | Path | None = None, overrides: Sequence[str] = (), 
         from tasks.ladder_results import ladder_meta
         ladder.results_dir = Path(results_dir).resolve()
         ladder.meta = ladder_meta(cfg, ladder.config, overrides, eval_instance_count(cfg),
-                                  ladder.shared_warmup, mixed_window, ladder.results_dir)
+                                  ladder.shared_warmup, mixed_window, ladder.results_dir,
+                                  window_per_iteration)
     out.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
     parent = ladder_tracking.tracking_run(cfg, out, None)
@@ -319,7 +326,7 @@ def _run_arm_seed(ladder: Ladder, arm: Arm, seed: int, arm_run: str) -> dict:
         arm, policy = SHARED_WARMUP, str(ladder.shared_warmup or ladder.warmup_checkpoint)
     log.info("ladder: %s seed %d %s %s", arm.name, seed, "evaluates the shared warm-up" if shared
              else "evaluates its warm-up trained earlier" if own else "starting from", policy)
-    window = (window_overrides(policy, ladder.mixed_window)
+    window = (window_overrides(policy, ladder.mixed_window, ladder.window_per_iteration)
               if ladder.mixed_window and arm.flow == "train" and arm.parent == "rft" else [])
     scored = arm.name not in ladder.skip_eval
     began = time.monotonic()

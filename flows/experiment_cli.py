@@ -59,6 +59,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "sampling in the seed's rft arm was split between resolved and "
                              "unresolved (set instances.limit above N for the rft arm's "
                              "sampling); 0: the config's own instances (default)")
+    ladder.add_argument("--window-per-iteration", type=int, default=0, metavar="K",
+                        help="with --mixed-window: each RL iteration samples K instances of the "
+                             "window, the next K at the next iteration (rotating), instead of the "
+                             "whole window every iteration; 0: the whole window (default)")
     ladder.add_argument("--skip-eval", default="", metavar="ARMS",
                         help="comma list of prerequisite arms to train without evaluating "
                              "(rft: the dapo arms start from it, the dapo - warmup claim does "
@@ -105,7 +109,8 @@ def _ladder(args: argparse.Namespace) -> int:
                         only_seeds=only, base_rate=args.base_rate, results_dir=args.results_dir,
                         shared_warmup=args.shared_warmup, mixed_window=args.mixed_window,
                         skip_eval=[a.strip() for a in args.skip_eval.split(",") if a.strip()],
-                        warmup_checkpoint=args.warmup_checkpoint)
+                        warmup_checkpoint=args.warmup_checkpoint,
+                        window_per_iteration=args.window_per_iteration)
     print(Path(report).read_text())
     print(f"report: {report}")
     return 0

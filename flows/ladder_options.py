@@ -1,6 +1,7 @@
 """The ladder's options that change what an arm runs:
 - `--mixed-window N` (`window_overrides`): the RL arms sample the instances that the rft arm's
-  sampling split between resolved and unresolved;
+  sampling split between resolved and unresolved; with `--window-per-iteration K`, K of them at
+  each iteration, in turn, rather than all of them at every iteration;
 - `--skip-eval rft` (`skippable`): the rft arm is trained, as the start of the dapo arms, but not
   evaluated: the dapo - warmup claim does not compare it, and an evaluation of the whole test
   split costs about 24 minutes on two cores. Its result (pass@1 None) stays out of the report and
@@ -58,11 +59,13 @@ def skippable(skip_eval: Sequence[str], requested: Sequence[str]) -> frozenset[s
     return frozenset(skip_eval)
 
 
-def window_overrides(policy: str, size: int) -> list[str]:
+def window_overrides(policy: str, size: int, per_iteration: int = 0) -> list[str]:
     """A fixed RL window: the first `size` instances whose RFT sampling (the stage that trained
     the rft arm's checkpoint `policy`) was split between resolved and unresolved episodes. Nebius
     filter their RL pool to such instances; a fixed window makes the train resolve rate a curve
-    over the same instances."""
+    over the same instances. `per_iteration` (0: all): iteration k samples the k-th run of that
+    many of the window, rotating (`tasks.instances.window`), so a larger window costs no more
+    per iteration and the policy meets more distinct instances in a run."""
     from swe_rlvr import artifacts, curriculum
     from tasks import store
     stage = Path(policy).parent
@@ -76,8 +79,13 @@ def window_overrides(policy: str, size: int) -> list[str]:
     if len(ids) < size:
         log.warning("ladder: the rft arm's sampling split only %d instances, fewer than the "
                     "--mixed-window %d; RL samples those", len(ids), size)
-    return [f"instances.train_ids=[{','.join(ids)}]", f"instances.limit={len(ids)}",
-            "instances.rotate=false"]
+    if per_iteration < 0:
+        raise ConfigError(f"--window-per-iteration must be 0 (the whole window) or positive, "
+                          f"got {per_iteration}.")
+    rotating = 0 < per_iteration < len(ids)
+    return [f"instances.train_ids=[{','.join(ids)}]",
+            f"instances.limit={per_iteration if rotating else len(ids)}",
+            f"instances.rotate={'true' if rotating else 'false'}"]
 
 
 def own_warmup(ladder, warmup, checkpoint: str, only_seeds: Sequence[int],

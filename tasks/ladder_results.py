@@ -114,18 +114,20 @@ def git_state(root: Path = ROOT, outputs: Path | None = None) -> tuple[str, bool
 
 def ladder_meta(cfg: Config, config: str | None, overrides: Sequence[str], instances: int,
                 shared_warmup: str | None = None, mixed_window: int = 0,
-                results_dir: Path | None = None) -> dict:
+                results_dir: Path | None = None, window_per_iteration: int = 0) -> dict:
     """What produced the arms of one ladder invocation: commit, config, overrides, evaluation
     protocol (`instances`: how many the evaluation grades), hardware, and the digest of the
     warm-up shared across seeds (None: each seed trains its own). `results_dir`: where the seed
-    files go, left out of the dirty check (`git_state`)."""
+    files go, left out of the dirty check (`git_state`). `window_per_iteration` is recorded where
+    it is set (files written before it existed stay byte for byte the same)."""
     commit, dirty = git_state(outputs=results_dir)
     return {"commit": commit, "dirty": dirty, "config": _relative(config),
             "overrides": list(overrides), "eval_split": cfg.eval.split,
             "eval_instances": instances, "eval_runs": cfg.eval.runs,
             "hardware": hardware(cfg.engine.device),
             "shared_warmup": checkpoint_digest(shared_warmup) if shared_warmup else None,
-            "mixed_window": mixed_window}
+            "mixed_window": mixed_window,
+            **({"window_per_iteration": window_per_iteration} if window_per_iteration else {})}
 
 
 def checkpoint_digest(path: str) -> str:

@@ -84,6 +84,38 @@ def test_the_mixed_window_is_the_rft_samplings_split_instances(tmp_path):
         window_overrides(str(stage / "checkpoint"), 8)
 
 
+def test_a_window_per_iteration_rotates_through_the_mixed_window(tmp_path):
+    """With --window-per-iteration K below the window's size, RL samples K of the window at each
+    iteration, in turn (instances.rotate); at or above it, the whole window as before."""
+    from flows.experiment import run_ladder
+    from flows.ladder_options import window_overrides
+    from swe_rlvr.config import ConfigError, load_config
+    from tasks import store
+    from tasks.instances import window
+    stage = tmp_path / "rft" / "iter_0"
+    (stage / "checkpoint").mkdir(parents=True)
+    wins = {(i, s): s == 0 for i in "BDE" for s in (0, 1)}          # each split: won once
+    store.write_table(str(stage / "rollouts.parquet"), "rollouts",
+                      [_full_row("rollouts", episode_id=f"{i}{s}", instance_id=i, sample=s,
+                                 termination="submitted") for i, s in wins])
+    store.write_table(str(stage / "validations.parquet"), "validations",
+                      [_full_row("validations", episode_id=f"{i}{s}", instance_id=i, resolved=won)
+                       for (i, s), won in wins.items()])
+    checkpoint = str(stage / "checkpoint")
+    got = window_overrides(checkpoint, 8, per_iteration=2)
+    assert got == ["instances.train_ids=[B,D,E]", "instances.limit=2", "instances.rotate=true"]
+    cfg = load_config("configs/ladder.yaml", got).instances
+    assert (cfg.limit, cfg.rotate) == (2, True)
+    assert [window(list("BDE"), cfg.limit, k) for k in range(3)] == [list("BD"), list("EB"),
+                                                                     list("DE")]
+    assert window_overrides(checkpoint, 8, per_iteration=3) == window_overrides(checkpoint, 8)
+    assert window_overrides(checkpoint, 8)[1:] == ["instances.limit=3", "instances.rotate=false"]
+    with pytest.raises(ConfigError, match="--window-per-iteration must be 0"):
+        window_overrides(checkpoint, 8, per_iteration=-1)
+    with pytest.raises(ConfigError, match="give --mixed-window N too"):
+        run_ladder("configs/ladder.yaml", out=tmp_path / "ladder", window_per_iteration=2)
+
+
 def _full_row(name: str, **values) -> dict:
     """A row of the versioned `name` table: each column's type's zero, then `values`."""
     import pyarrow as pa

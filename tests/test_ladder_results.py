@@ -177,6 +177,9 @@ def test_a_resumed_ladder_fills_the_seed_file_from_results_it_skips(tmp_path):
     assert arm["hardware"]["device"] == "cpu" and arm["config"] == "configs/ladder.yaml"
     assert arm["commit"] == "unknown" or len(arm["commit"]) == 40
     assert arm["finished"] == finished_at(result) and arm["eval_instances"] == 2
+    assert "window_per_iteration" not in arm         # files from before the option: unchanged
+    rotating = ladder_meta(cfg, None, [], 2, mixed_window=512, window_per_iteration=28)
+    assert (rotating["mixed_window"], rotating["window_per_iteration"]) == (512, 28)
 
 
 def test_the_results_folder_does_not_make_a_checkout_dirty(tmp_path):
