@@ -251,9 +251,10 @@ def run_ladder(config: str | Path | None = None, overrides: Sequence[str] = (), 
     every (arm, seed) result, finished now or earlier, is also merged into its committable
     `results_dir/seed-<s>.json` (`tasks.ladder_results`). `shared_warmup`: a warm-up checkpoint
     that every seed's warmup arm evaluates instead of training one (module docstring).
-    `mixed_window`, `window_per_iteration`: `Ladder`'s fields. `skip_eval`: arms (`skippable`) trained without an
-    evaluation. `warmup_checkpoint`: the one seed's own warm-up, trained earlier by the same
-    recipe, which its warmup arm evaluates instead of training (`flows.ladder_options`)."""
+    `mixed_window`, `window_per_iteration`: `Ladder`'s fields. `skip_eval`: arms (`skippable`)
+    trained without an evaluation. `warmup_checkpoint`: the one seed's own warm-up, trained
+    earlier by the same recipe, which its warmup arm evaluates instead of training
+    (`flows.ladder_options`)."""
     from flows.preflight import preflight
     if seeds < 1:
         raise ConfigError(f"--seeds must be at least 1 (got {seeds}); use 3 or more for a CI.")
