@@ -8,9 +8,10 @@ every look overstates what the last one shows. A results folder with this file j
 `comparison`'s pooled row by the design's bound for the number of seeds pooled
 (`tasks.sequential`): `looks` are the pooled seed counts at which it is judged, the last one the
 planned total, and each look's information fraction is its seeds over that total. A report
-pooling a seed count between looks judges it as an unplanned look at its own fraction (the
-spending function allows that) and says so; past the last look it is refused. Without the file,
-every row is judged at 95% as before.
+pooling a seed count between looks shows the row and does not judge it: a look the design did
+not plan would raise the bounds of the looks after it, and the report, regenerated after every
+seed, would take one at each count. Past the last look it is refused. Without the file, every
+row is judged at 95% as before.
 """
 
 from __future__ import annotations
@@ -37,17 +38,20 @@ class Design:
     why: str = ""
 
     def judge(self, seeds: int) -> dict:
-        """The look that `seeds` pooled seeds are: its index and count, information fraction,
-        |z| bound, the two-sided level of the interval that tests it, and whether it was planned."""
+        """Where `seeds` pooled seeds stand: the look count, the information fraction, whether it
+        is a look (`planned`), and for a look its index, |z| bound and the two-sided level of the
+        interval that tests it; between looks, the next look's seed count instead."""
         if seeds > self.looks[-1]:
             raise ConfigError(f"{FILE}: {seeds} seeds are pooled, but the design's last look is "
                               f"at {self.looks[-1]}; a new design (a new results folder) is a new "
                               f"experiment.")
-        taken = [n for n in self.looks if n < seeds] + [seeds]
+        where = {"looks": len(self.looks), "seeds": seeds, "fraction": seeds / self.looks[-1],
+                 "planned": seeds in self.looks}
+        if not where["planned"]:
+            return {**where, "next": min(n for n in self.looks if n > seeds)}
+        taken = [n for n in self.looks if n <= seeds]
         bound = sequential.bounds([n / self.looks[-1] for n in taken], self.alpha)[-1]
-        return {"look": len(taken), "looks": len(self.looks), "seeds": seeds,
-                "fraction": seeds / self.looks[-1], "bound": bound,
-                "level": sequential.level(bound), "planned": seeds in self.looks}
+        return {**where, "look": len(taken), "bound": bound, "level": sequential.level(bound)}
 
 
 def load(folder: Path) -> Design | None:
@@ -88,7 +92,17 @@ def sequential_lines(pairs: list[dict], design: Design | None) -> list[str]:
     if design is None or not rows:
         return []
     r, look = rows[0], rows[0]["sequential"]
-    kind = "a planned look" if look["planned"] else "an unplanned look, at its own fraction"
+    declared = (f"Declared {design.declared or '(undated)'} in `design.json`: {r['a']} − {r['b']} "
+                f"is judged when {_spoken(design.looks)} seeds are pooled, with "
+                f"{design.alpha:g} two-sided alpha over all looks spent by Lan-DeMets' "
+                f"O'Brien-Fleming-type function (`tasks.sequential`).")
+    why = f" Why: {design.why}" if design.why else ""
+    if not look["planned"]:
+        return ["## The claim's sequential design", "",
+                f"{look['seeds']} seeds are pooled, between the design's looks: {r['a']} − "
+                f"{r['b']} is shown above and not judged at this count. A look the design did "
+                f"not plan would raise the bounds of the looks after it; the next look is at "
+                f"{look['next']} seeds. {declared}{why}", ""]
     return ["## The claim's sequential design", "",
             "| A − B | look | seeds | information fraction | bound on abs(z) | interval | "
             "paired bootstrap CI | excludes 0 |", "|---|---|---|---|---|---|---|---|",
@@ -96,12 +110,9 @@ def sequential_lines(pairs: list[dict], design: Design | None) -> list[str]:
             f"{look['fraction']:.2f} | {look['bound']:.3f} | {100 * look['level']:.1f}% | "
             f"[{look['low']:+.3f}, {look['high']:+.3f}] | "
             f"{'yes' if excludes_zero(look) else 'no'} |", "",
-            f"Declared {design.declared or '(undated)'} in `design.json`: {r['a']} − {r['b']} is "
-            f"judged when {_spoken(design.looks)} seeds are pooled, with "
-            f"{design.alpha:g} two-sided alpha over all looks spent by Lan-DeMets' "
-            f"O'Brien-Fleming-type function (`tasks.sequential`). This is {kind}. The claim "
-            f"stands only where this interval excludes 0; the 95% interval above is the "
-            f"fixed-sample one." + (f" Why: {design.why}" if design.why else ""), ""]
+            f"{declared} This is look {look['look']} of {look['looks']}. The claim stands only "
+            f"where this interval excludes 0; the 95% interval above is the fixed-sample "
+            f"one.{why}", ""]
 
 
 def _spoken(looks: tuple[int, ...]) -> str:

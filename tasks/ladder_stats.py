@@ -20,7 +20,8 @@ bootstrap resamples can be enumerated by hand.
   handful the percentile interval is too narrow: it never reaches past the most extreme d_i, so
   arms that differ equally on every instance get a zero-width interval.
 - A comparison judged at several looks as seeds are added (`tasks.ladder_design`) gets, in its
-  pooled row, the interval at its look's level from the same resamples (`level`), beside the 95%.
+  pooled row, the interval at its look's level from the same resamples (`level`), beside the 95%;
+  between looks, no judgement.
 - A training curve's rise (`trend`): the least-squares slope of the train resolve rate against
   the iteration, over the instances sampled in every iteration, with a bootstrap interval that
   resamples instances, as above. Its unit is resolve rate per iteration.
@@ -225,8 +226,8 @@ def comparison_rows(results: Mapping[str, list[dict]], design: Sequential | None
                     ) -> list[dict]:
     """Each COMPARISONS pair with results in both arms: a pooled row over their common seeds,
     then one row per seed (`paired_difference` plus a, b, seed, seeds). The pooled row of the
-    `design`'s comparison also carries `sequential`: its look (`design.judge`) and the paired
-    interval at that look's level, from the same resamples."""
+    `design`'s comparison also carries `sequential`: where its seeds stand (`design.judge`) and,
+    at a look, the paired interval at that look's level, from the same resamples."""
     rows = []
     for a, b in COMPARISONS:
         by_seed = {s["seed"]: s["instances"] for s in results.get(a, [])}
@@ -241,8 +242,10 @@ def comparison_rows(results: Mapping[str, list[dict]], design: Sequential | None
                      "intervals_b": arm_interval(pooled_b)[1:]})
         if design is not None and design.comparison == (a, b):
             look = design.judge(len(seeds))
-            at = paired_difference(pooled_a, pooled_b, level=look["level"])
-            rows[-1]["sequential"] = {**look, "low": at["low"], "high": at["high"]}
+            if look["planned"]:
+                at = paired_difference(pooled_a, pooled_b, level=look["level"])
+                look = {**look, "low": at["low"], "high": at["high"]}
+            rows[-1]["sequential"] = look
         rows += [{**name, "seed": str(s), "seeds": 1.0, **paired_difference(by_seed[s], other[s])}
                  for s in seeds]
     return rows
@@ -265,6 +268,10 @@ def _statement(row: dict, per_seed: list[dict]) -> str:
     if math.isnan(row["low"]):
         return f"- {a} − {b} = {row['diff']:+.3f} on {n} instance: no interval, so no claim."
     look = row.get("sequential")
+    if look and not look["planned"]:
+        return (f"- {measured}: this comparison is judged by its sequential design only at its "
+                f"looks, and {seeds} seeds fall between them, so the ladder does not claim it "
+                f"yet; the next look is at {look['next']} seeds.")
     if look and excludes_zero(row) and not excludes_zero(look):
         return (f"- {measured}: the 95% interval excludes 0, but this comparison is judged by its "
                 f"sequential design: at look {look['look']} of {look['looks']} the "

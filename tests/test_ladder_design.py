@@ -68,9 +68,10 @@ def test_a_design_is_loaded_and_judges_each_look(tmp_path):
     assert first["bound"] == pytest.approx(Z_975 / math.sqrt(0.6), abs=1e-7)
     assert last["bound"] == pytest.approx(sequential.bounds([0.6, 1.0])[1])
     assert last["level"] == pytest.approx(sequential.level(last["bound"]))
-    unplanned = design.judge(4)                # looks taken: 3, then 4 of 5
-    assert not unplanned["planned"]
-    assert unplanned["bound"] == pytest.approx(sequential.bounds([0.6, 0.8])[1])
+    between = design.judge(4)                  # not a look: no bound, the next look named
+    assert (between["planned"], between["next"], "bound" in between) == (False, 5, False)
+    assert design.judge(1) == {"looks": 2, "seeds": 1, "fraction": 0.2, "planned": False,
+                               "next": 3}
     with pytest.raises(ConfigError, match="last look is at 5"):
         design.judge(6)
 
@@ -112,10 +113,30 @@ def test_the_statement_claims_only_what_the_sequential_interval_shows():
            "diff": 0.03, "low": 0.004, "high": 0.056, "episodes_a": 3.0, "episodes_b": 3.0,
            "rate_a": 0.11, "rate_b": 0.08, "intervals_a": (0.08, 0.14),
            "intervals_b": (0.05, 0.11)}
-    inside = {**row, "sequential": {"look": 1, "looks": 2, "level": 0.9886, "low": -0.004,
-                                    "high": 0.064}}
+    inside = {**row, "sequential": {"look": 1, "looks": 2, "planned": True, "level": 0.9886,
+                                    "low": -0.004, "high": 0.064}}
     text = statements([inside])[0]
     assert "does not show it yet" in text and "98.9% interval is [-0.004, +0.064]" in text
     outside = {**row, "sequential": {**inside["sequential"], "low": 0.001}}
     text = statements([outside])[0]
     assert "**" in text and "above warmup's" in text and "98.9% interval at look 1 of 2" in text
+
+
+def test_between_looks_the_row_is_shown_and_not_judged(tmp_path):
+    """Four seeds of a [3, 5] design, dapo ahead on every seed so that the 95% interval excludes
+    0: the statement still claims nothing, and the report's section names the next look. Judging
+    here would be a look the design did not plan, which raises the bounds of the looks after it
+    (`sequential.bounds([0.6, 0.8, 1])[-1]` above `sequential.bounds([0.6, 1])[-1]`)."""
+    assert sequential.bounds([0.6, 0.8, 1.0])[-1] > sequential.bounds([0.6, 1.0])[-1]
+    ids = [f"i{k}" for k in range(40)]
+    warm = {i: (int(k < 2), 1) for k, i in enumerate(ids)}
+    dapo = {i: (int(k < 12), 1) for k, i in enumerate(ids)}
+    design = ladder_design.load(_write(tmp_path))
+    pairs = comparison_rows(_seeds({"warmup": [warm] * 4, "dapo": [dapo] * 4}), design)
+    pooled = [r for r in pairs if r["seed"] == "pooled"][0]
+    assert pooled["low"] > 0 and "low" not in pooled["sequential"]
+    text = statements([pooled])[0]
+    assert "**" not in text and "does not claim it yet; the next look is at 5 seeds" in text
+    section = "\n".join(ladder_design.sequential_lines(pairs, design))
+    assert "4 seeds are pooled, between the design's looks" in section
+    assert "the next look is at 5 seeds" in section and "| look |" not in section

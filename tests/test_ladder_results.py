@@ -237,4 +237,4 @@ def test_a_folder_with_a_design_judges_its_comparison_at_the_looks_bound(tmp_pat
     text = write_committed_report(folder, out)
     assert "## The claim's sequential design" in text
     assert "| dapo − warmup | 1 of 2 | 2 | 0.50 | 2.772 | 99.4% |" in text
-    assert "judged when 2 and 4 seeds are pooled" in text and "This is a planned look." in text
+    assert "judged when 2 and 4 seeds are pooled" in text and "This is look 1 of 2." in text
