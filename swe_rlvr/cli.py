@@ -12,6 +12,7 @@ import contextlib
 import importlib
 import logging
 import os
+import select
 import signal
 import sys
 import threading
@@ -161,6 +162,7 @@ def _stop_deadline(grace_s: float) -> Iterator[None]:
     read, write = os.pipe()
     os.set_blocking(write, False)
     before = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    _PIPE[:] = [read, write]
     done = threading.Event()
     watcher = threading.Thread(target=_watch, args=(read, before, grace_s, done),
                                name="stop-deadline", daemon=True)
@@ -174,29 +176,49 @@ def _stop_deadline(grace_s: float) -> Iterator[None]:
     finally:
         done.set()
         signal.set_wakeup_fd(before)
-        os.close(write)                         # the watcher reads end of file and returns
         watcher.join()
+        _PIPE.clear()
+        os.close(read)
+        os.close(write)
 
 
 _STOPS = (signal.SIGINT, signal.SIGTERM)
+_PIPE: list[int] = []
+"""The deadline's pipe while one is in force (read end, write end)."""
 
 
 def _watch(read: int, forward: int, grace_s: float, done: threading.Event) -> None:
     """The deadline's thread: pass each signal byte on to the wakeup fd it displaced, and once a
     stop signal came, exit if the command has not ended `grace_s` seconds later."""
-    try:
-        while chunk := os.read(read, 64):
-            if forward >= 0:
-                with contextlib.suppress(OSError):
-                    os.write(forward, chunk)
-            caught = [number for number in chunk if number in _STOPS]
-            if caught and not done.wait(grace_s):
-                late = (f"{STOPPED}\nthe way out took over {grace_s:g} s ({GRACE_ENV}) and was cut "
-                        "short: a Prefect flow run may still show Running\n")
-                os.write(2, late.encode())      # not print: the main thread may hold stderr's lock
-                os._exit(128 + caught[0])
-    finally:
-        os.close(read)
+    while not done.is_set():
+        if not select.select([read], [], [], 0.5)[0]:
+            continue
+        chunk = os.read(read, 64)
+        if forward >= 0:
+            with contextlib.suppress(OSError):
+                os.write(forward, chunk)
+        caught = [number for number in chunk if number in _STOPS]
+        if caught and not done.wait(grace_s):
+            late = (f"{STOPPED}\nthe way out took over {grace_s:g} s ({GRACE_ENV}) and was cut "
+                    "short: a Prefect flow run may still show Running\n")
+            os.write(2, late.encode())          # not print: the main thread may hold stderr's lock
+            os._exit(128 + caught[0])
+
+
+def _forget_in_child() -> None:
+    """In a child forked without exec, the wakeup fd is still the parent's pipe: a signal sent
+    to the child would reach the parent's watcher and end the parent. The child forgets it as it
+    starts (only a signal that reaches it before its fork hooks run still gets through)."""
+    if _PIPE:
+        with contextlib.suppress(ValueError, OSError):
+            signal.set_wakeup_fd(-1)
+        for fd in _PIPE:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        _PIPE.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def entry() -> int:

@@ -95,6 +95,50 @@ def test_a_stopped_command_exits_at_once_though_its_tasks_threads_live(how, code
     assert ("took over 2 s (SWE_RLVR_STOP_GRACE_S) and was cut short" in err) == (how == "stuck")
 
 
+FORKS = """
+import argparse, os, sys, time
+from swe_rlvr import cli
+
+def handler(args):
+    child = os.fork()                                        # without exec, as multiprocessing does
+    if child == 0:                                           # its fork hooks have run by now
+        print(os.getpid(), flush=True)
+        time.sleep(300)
+        os._exit(0)
+    time.sleep(4)                                            # the child is stopped meanwhile
+    print("alive", flush=True)
+    os.waitpid(child, 0)
+    return 0
+
+def build():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("-v", "--verbose", action="store_true")
+    parser.set_defaults(handler=handler)
+    return parser
+
+cli.build_parser = build
+sys.exit(cli.main([]))
+"""
+
+
+def test_a_signal_to_a_forked_child_does_not_reach_the_parents_deadline():
+    """A child forked without exec inherits the wakeup fd, which is the parent's pipe: SIGTERM to
+    the child would reach the parent's watcher and end the parent a grace later. The child
+    forgets the fd at the fork, so the parent lives on and exits 0."""
+    import os
+    import signal
+    import subprocess
+    proc = subprocess.Popen([sys.executable, "-c", FORKS], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "SWE_RLVR_STOP_GRACE_S": "1"})
+    try:
+        os.kill(int(proc.stdout.readline()), signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert (proc.returncode, out) == (0, "alive\n"), err
+
+
 def test_the_deadline_leaves_no_wakeup_fd_or_thread_behind_and_a_bad_grace_is_named(monkeypatch,
                                                                                     capsys):
     """`main` called in-process (as tests and notebooks do) gives the signal wakeup fd back and
