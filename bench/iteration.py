@@ -325,6 +325,10 @@ def print_tables(stages: list[dict], spans_: list[dict], flows: dict, total: dic
 
 def main(argv=None) -> None:
     args = parse_args(argv)
+    if args.policy and not (Path(args.policy) / "config.json").is_file():
+        raise SystemExit(f"--policy {args.policy}: no model checkpoint there (no config.json); "
+                         f"pass a checkpoint directory, e.g. runs/<run>/warmup/iter_0/checkpoint, "
+                         f"or drop --policy to warm up engine.model first")
     tmp = Path(tempfile.mkdtemp(prefix="bench-iteration-"))
     os.environ.setdefault("PREFECT_HOME", str(tmp / "prefect"))
     os.environ.pop("PREFECT_API_URL", None)
@@ -341,8 +345,8 @@ def main(argv=None) -> None:
     cfg = load_config(args.config, [f"orchestration.run_root={tmp / 'runs'}",
                                     "orchestration.cache=false", *args.overrides])
     policy = args.policy or cfg.engine.model
-    from agent.models import ensure_smollm2
-    ensure_smollm2(policy)
+    from agent.models import ensure_recipe_model
+    ensure_recipe_model(policy)             # the shipped recipes' SmolLM2 only, built once
     if not args.policy and not args.cold:
         policy = warm_policy(cfg, policy)
     dims = model_dims(policy)

@@ -113,3 +113,13 @@ def test_bench_trainer_counts_a_row_as_the_compute_module_does(tiny_model_dir):
     rows = pack(eps, 64, share_prefix=False)
     assert len(rows) == 1 and rows[0].attended_keys == 15 + 28     # 5*6/2 + 7*8/2
     assert useful_flops(model, rows) == training_flops(Shape.of(model), 12, 8, 43)
+
+
+def test_a_policy_that_is_not_a_checkpoint_is_refused_and_nothing_is_written_there(tmp_path):
+    """The story: a --policy path with a typo in it was filled with a freshly built SmolLM2, and
+    the bench timed the base model instead of the policy it was asked for."""
+    from bench.iteration import main
+    missing = tmp_path / "runs" / "warmup" / "iter_0" / "checkpoint"
+    with pytest.raises(SystemExit, match=r"--policy .*: no model checkpoint there \(no config"):
+        main(["--policy", str(missing)])
+    assert not (tmp_path / "runs").exists()
