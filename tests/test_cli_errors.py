@@ -36,6 +36,17 @@ def test_log_lines_lose_their_tracebacks_even_when_another_handler_formatted_the
     assert "Traceback" in logging.Formatter().format(record)    # the record itself is untouched
 
 
+RUNS_HANDLER = """
+def build():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("-v", "--verbose", action="store_true")
+    parser.set_defaults(handler=handler)
+    return parser
+
+cli.build_parser = build
+sys.exit(cli.main([]))
+"""
+"""The tail of a child script: `swe_rlvr.cli.main` running the script's `handler`."""
 
 STOPPABLE = """
 import argparse, signal, sys, threading, time
@@ -49,20 +60,10 @@ def handler(args):
         from prefect.exceptions import TerminationSignal
         raise TerminationSignal(15)
     if sys.argv[1] == "stuck":                               # a way out that never ends
-        import signal
         signal.signal(signal.SIGTERM, lambda *_: time.sleep(300))
     print("ready", flush=True)
     time.sleep(300)                                          # Ctrl-C lands here
-
-def build():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("-v", "--verbose", action="store_true")
-    parser.set_defaults(handler=handler)
-    return parser
-
-cli.build_parser = build
-sys.exit(cli.main([]))
-"""
+""" + RUNS_HANDLER
 
 
 @pytest.mark.parametrize("how, code", [("int", 130), ("term", 143), ("sigterm", 143),
@@ -109,16 +110,7 @@ def handler(args):
     print("alive", flush=True)
     os.waitpid(child, 0)
     return 0
-
-def build():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("-v", "--verbose", action="store_true")
-    parser.set_defaults(handler=handler)
-    return parser
-
-cli.build_parser = build
-sys.exit(cli.main([]))
-"""
+""" + RUNS_HANDLER
 
 
 def test_a_signal_to_a_forked_child_does_not_reach_the_parents_deadline():
