@@ -62,7 +62,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from flows.ladder_options import own_warmup, skippable, window_overrides
+from flows.ladder_options import check_window, own_warmup, skippable, window_overrides
 from flows.preflight import start_policy
 from swe_rlvr.config import Config, ConfigError, load_config
 from tasks import ladder_tracking
@@ -266,9 +266,7 @@ def run_ladder(config: str | Path | None = None, overrides: Sequence[str] = (), 
     overrides = list(overrides)
     cfg = load_config(config, overrides + [f"orchestration.run_root={out}"])
     check_ladder(cfg)
-    if window_per_iteration and not mixed_window:
-        raise ConfigError("--window-per-iteration rotates through the --mixed-window: give "
-                          "--mixed-window N too, or drop --window-per-iteration.")
+    check_window(mixed_window, window_per_iteration)
     preflight(cfg)
     ladder = Ladder(str(config) if config else None, overrides, cfg, out, list(range(seeds)),
                     arms_to_run(list(arms)), base_rate, mixed_window=mixed_window,

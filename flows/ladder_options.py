@@ -59,6 +59,17 @@ def skippable(skip_eval: Sequence[str], requested: Sequence[str]) -> frozenset[s
     return frozenset(skip_eval)
 
 
+def check_window(size: int, per_iteration: int) -> None:
+    """Refuse a --window-per-iteration that is negative or has no --mixed-window to rotate
+    through; `run_ladder` calls it before any arm runs."""
+    if per_iteration < 0:
+        raise ConfigError(f"--window-per-iteration must be 0 (the whole window) or positive, "
+                          f"got {per_iteration}.")
+    if per_iteration and not size:
+        raise ConfigError("--window-per-iteration rotates through the --mixed-window: give "
+                          "--mixed-window N too, or drop --window-per-iteration.")
+
+
 def window_overrides(policy: str, size: int, per_iteration: int = 0) -> list[str]:
     """A fixed RL window: the first `size` instances whose RFT sampling (the stage that trained
     the rft arm's checkpoint `policy`) was split between resolved and unresolved episodes. Nebius
@@ -68,6 +79,7 @@ def window_overrides(policy: str, size: int, per_iteration: int = 0) -> list[str
     per iteration and the policy meets more distinct instances in a run."""
     from swe_rlvr import artifacts, curriculum
     from tasks import store
+    check_window(size, per_iteration)
     stage = Path(policy).parent
     episodes = artifacts.outcomes(store.read_rows(str(stage / "rollouts.parquet"), "rollouts"),
                                   store.read_rows(str(stage / "validations.parquet"), "validations"))
@@ -79,9 +91,6 @@ def window_overrides(policy: str, size: int, per_iteration: int = 0) -> list[str
     if len(ids) < size:
         log.warning("ladder: the rft arm's sampling split only %d instances, fewer than the "
                     "--mixed-window %d; RL samples those", len(ids), size)
-    if per_iteration < 0:
-        raise ConfigError(f"--window-per-iteration must be 0 (the whole window) or positive, "
-                          f"got {per_iteration}.")
     rotating = 0 < per_iteration < len(ids)
     return [f"instances.train_ids=[{','.join(ids)}]",
             f"instances.limit={per_iteration if rotating else len(ids)}",

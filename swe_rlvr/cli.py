@@ -148,6 +148,11 @@ def _grace_s() -> float:
     return grace
 
 
+_STOPS = (signal.SIGINT, signal.SIGTERM)
+_PIPE: list[int] = []
+"""The deadline's pipe while one is in force (read end, write end)."""
+
+
 @contextlib.contextmanager
 def _stop_deadline(grace_s: float) -> Iterator[None]:
     """End the process `grace_s` seconds after SIGTERM or Ctrl-C, whatever its main thread is
@@ -180,11 +185,6 @@ def _stop_deadline(grace_s: float) -> Iterator[None]:
         _PIPE.clear()
         os.close(read)
         os.close(write)
-
-
-_STOPS = (signal.SIGINT, signal.SIGTERM)
-_PIPE: list[int] = []
-"""The deadline's pipe while one is in force (read end, write end)."""
 
 
 def _watch(read: int, forward: int, grace_s: float, done: threading.Event) -> None:

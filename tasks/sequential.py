@@ -15,8 +15,8 @@ motion at times t_k. The first bound is closed-form, z_{1 - alpha(t_1)/2} = z_{1
 Each later one solves P(continue to look k-1, then |Z_k| >= c_k) = alpha(t_k) - alpha(t_{k-1})
 (the recursive integration of Armitage, McPherson and Rowe): the sub-density of the motion on the
 continuation region is carried from look to look on a grid (Simpson's rule), and c_k is found
-by bisection. Pure numpy and the standard library (no scipy), tested against closed forms and, in the tests,
-scipy's bivariate normal.
+by bisection. Pure numpy and the standard library (no scipy), tested against closed forms and,
+in the tests, scipy's bivariate normal.
 
 A bound z maps to the two-sided level 1 - 2 (1 - Phi(z)) of the interval that excludes 0 exactly
 when |Z| >= z; a bootstrap interval at that level is the sequential test's interval.
