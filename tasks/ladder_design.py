@@ -12,6 +12,15 @@ pooling a seed count between looks shows the row and does not judge it: a look t
 not plan would raise the bounds of the looks after it, and the report, regenerated after every
 seed, would take one at each count. Past the last look it is refused. Without the file, every
 row is judged at 95% as before.
+
+`judged` records looks that were in fact judged at another bound than the design's, e.g. one
+judged at the fixed-sample 1.96 before the design was declared:
+
+    "judged": [{"seeds": 3, "bound": 1.96, "why": "<when and why>"}]
+
+The design's bounds still judge every look, and a later look's report states the error rate of
+the procedure as followed (`sequential.error_rate` over the looks so far, each at the bound it was
+judged at), which is above the design's alpha when an earlier look was judged more leniently.
 """
 
 from __future__ import annotations
@@ -29,6 +38,15 @@ SPENDING = ("obrien-fleming",)
 
 
 @dataclasses.dataclass(frozen=True)
+class Judged:
+    """A look judged at another |z| bound than the design's, and why."""
+
+    seeds: int
+    bound: float
+    why: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
 class Design:
     comparison: tuple[str, str]
     looks: tuple[int, ...]
@@ -36,6 +54,7 @@ class Design:
     spending: str = "obrien-fleming"
     declared: str = ""
     why: str = ""
+    judged: tuple[Judged, ...] = ()
 
     def judge(self, seeds: int) -> dict:
         """Where `seeds` pooled seeds stand: the look count, the information fraction, whether it
@@ -50,8 +69,16 @@ class Design:
         if not where["planned"]:
             return {**where, "next": min(n for n in self.looks if n > seeds)}
         taken = [n for n in self.looks if n <= seeds]
-        bound = sequential.bounds([n / self.looks[-1] for n in taken], self.alpha)[-1]
-        return {**where, "look": len(taken), "bound": bound, "level": sequential.level(bound)}
+        fractions = [n / self.looks[-1] for n in taken]
+        designed = sequential.bounds(fractions, self.alpha)
+        look = {**where, "look": len(taken), "bound": designed[-1],
+                "level": sequential.level(designed[-1])}
+        earlier = {j.seeds: j for j in self.judged if j.seeds < seeds}
+        if not earlier:
+            return look
+        followed = [earlier[n].bound if n in earlier else z for n, z in zip(taken, designed)]
+        return {**look, "judged": [earlier[n] for n in taken if n in earlier],
+                "designed": designed[:-1], "error_rate": sequential.error_rate(fractions, followed)}
 
 
 def load(folder: Path) -> Design | None:
@@ -77,12 +104,33 @@ def load(folder: Path) -> Design | None:
     if spending not in SPENDING:
         raise ConfigError(f"{path}: `spending` must be one of {', '.join(SPENDING)} "
                           f"(got {spending!r}).")
+    judged = _judged(path, raw.get("judged", []), looks)
     unknown = set(raw) - {f.name for f in dataclasses.fields(Design)}
     if unknown:
         raise ConfigError(f"{path}: unknown field(s) {', '.join(sorted(unknown))}; the fields are "
                           f"{', '.join(f.name for f in dataclasses.fields(Design))}.")
     return Design((comparison[0], comparison[1]), tuple(looks), float(alpha), spending,
-                  str(raw.get("declared", "")), str(raw.get("why", "")))
+                  str(raw.get("declared", "")), str(raw.get("why", "")), judged)
+
+
+def _judged(path: Path, raw, looks: list[int]) -> tuple[Judged, ...]:
+    """`judged`'s entries, each a look of the design before its last, at most once."""
+    example = '[{"seeds": 3, "bound": 1.96, "why": "judged at 95% before this design"}]'
+    if not isinstance(raw, list):
+        raise ConfigError(f"{path}: `judged` must be a list of looks, e.g. {example} "
+                          f"(got {raw!r}).")
+    out = []
+    for entry in raw:
+        seeds, bound = (entry.get("seeds"), entry.get("bound")) if isinstance(entry, dict) else (None, None)
+        if not (isinstance(seeds, int) and seeds in looks[:-1] and isinstance(bound, (int, float))
+                and bound > 0 and set(entry) <= {"seeds", "bound", "why"}):
+            raise ConfigError(f"{path}: each `judged` entry names a look before the last "
+                              f"({', '.join(map(str, looks[:-1])) or 'none'}), the positive |z| "
+                              f"bound it was judged at and why, e.g. {example} (got {entry!r}).")
+        out.append(Judged(seeds, float(bound), str(entry.get("why", ""))))
+    if len({j.seeds for j in out}) < len(out):
+        raise ConfigError(f"{path}: `judged` names a look twice (got {raw!r}).")
+    return tuple(out)
 
 
 def sequential_lines(pairs: list[dict], design: Design | None) -> list[str]:
@@ -112,7 +160,21 @@ def sequential_lines(pairs: list[dict], design: Design | None) -> list[str]:
             f"{'yes' if excludes_zero(look) else 'no'} |", "",
             f"{declared} This is look {look['look']} of {look['looks']}. The claim stands only "
             f"where this interval excludes 0; the 95% interval above is the fixed-sample "
-            f"one.{why}", ""]
+            f"one.{why}", "", *_as_judged(look, design)]
+
+
+def _as_judged(look: dict, design: Design) -> list[str]:
+    """The error rate of the looks as judged, where an earlier one was judged at another bound."""
+    if "error_rate" not in look:
+        return []
+    names = {n: k + 1 for k, n in enumerate(design.looks)}
+    earlier = "; ".join(f"look {names[j.seeds]} ({j.seeds} seeds) at |z| ≥ {j.bound:.3f}, not the "
+                        f"design's {look['designed'][names[j.seeds] - 1]:.3f}"
+                        + (f" ({j.why})" if j.why else "") for j in look["judged"])
+    return [f"**As judged, not as designed:** {earlier}. A false claim at some look of the "
+            f"procedure as followed has two-sided probability {look['error_rate']:.3f}, not the "
+            f"design's {design.alpha:g} (`tasks.sequential.error_rate`). A claim at "
+            f"{design.alpha:g} needs new seeds judged on their own.", ""]
 
 
 def _spoken(looks: tuple[int, ...]) -> str:

@@ -283,7 +283,10 @@ def _statement(row: dict, per_seed: list[dict]) -> str:
         overlap = "overlap" if la <= hb and lb <= ha else "do not overlap"
         also = (f" (and its {100 * look['level']:.1f}% interval at look {look['look']} of "
                 f"{look['looks']} of its sequential design, [{look['low']:+.3f}, "
-                f"{look['high']:+.3f}])" if look else "")
+                f"{look['high']:+.3f}]"
+                + (f"; with its earlier looks as they were judged, a false claim has two-sided "
+                   f"probability {look['error_rate']:.3f}" if "error_rate" in look else "")
+                + ")" if look else "")
         return (f"- **{measured}{also}: {a}'s pass@1 on these test instances is "
                 f"{'above' if row['diff'] > 0 else 'below'} {b}'s.** The per-seed intervals "
                 f"exclude 0 in {shown} of "

@@ -18,6 +18,11 @@ continuation region is carried from look to look on a grid (Simpson's rule), and
 by bisection. Pure numpy and the standard library (no scipy), tested against closed forms and,
 in the tests, scipy's bivariate normal.
 
+`error_rate` runs the same recursion forwards: the chance under the null that a procedure which
+judged its looks at any given bounds claimed at one of them. A look judged at the fixed-sample 1.96
+before a design existed, followed by the design's later bounds, errs more often than the design's
+alpha, and this says by how much.
+
 A bound z maps to the two-sided level 1 - 2 (1 - Phi(z)) of the interval that excludes 0 exactly
 when |Z| >= z; a bootstrap interval at that level is the sequential test's interval.
 """
@@ -66,6 +71,23 @@ def bounds(fractions: Sequence[float], alpha: float = 0.05) -> list[float]:
         out.append((low + high) / 2)
         grid, density = _continuation(out[-1] * math.sqrt(ts[k]), grid, density, step)
     return out
+
+
+def error_rate(fractions: Sequence[float], zs: Sequence[float]) -> float:
+    """Two-sided chance under the null that some look k has |Z_k| >= zs[k], the looks at the
+    increasing information `fractions`: the false-claim rate of a procedure that judged them at
+    `zs`. `error_rate(f, bounds(f, alpha))` is the alpha spent by f's last look (alpha at 1)."""
+    ts, cs = [float(t) for t in fractions], [float(z) for z in zs]
+    if len(ts) != len(cs) or not cs or any(c <= 0 for c in cs):
+        raise ValueError(f"One positive bound per look is needed (got looks {ts}, bounds {cs}).")
+    bounds(ts)                                    # the same checks of the fractions
+    total = float(2.0 * (1.0 - phi_cdf(cs[0])))
+    grid, density = _continuation(cs[0] * math.sqrt(ts[0]), None, None, ts[0])
+    for k in range(1, len(ts)):
+        step = ts[k] - ts[k - 1]
+        total += _crossing(grid, density, step, math.sqrt(ts[k]))(cs[k])
+        grid, density = _continuation(cs[k] * math.sqrt(ts[k]), grid, density, step)
+    return total
 
 
 def level(z: float) -> float:

@@ -47,6 +47,34 @@ def test_the_looks_spend_the_alpha_the_function_allows(fractions):
         assert 1 - inside == pytest.approx(sequential.obrien_fleming_spent(t[k - 1]), abs=2e-5)
 
 
+@pytest.mark.parametrize("fractions", [[1.0], [0.6, 1.0], [1 / 3, 2 / 3, 1.0], [0.5, 0.8]])
+def test_the_designs_own_bounds_err_at_its_alpha(fractions):
+    for alpha in (0.05, 0.01):
+        bounds = sequential.bounds(fractions, alpha)
+        spent = sequential.obrien_fleming_spent(fractions[-1], alpha)   # alpha when t ends at 1
+        assert sequential.error_rate(fractions, bounds) == pytest.approx(spent, abs=2e-6)
+
+
+def test_a_look_judged_at_95_percent_before_the_design_raises_its_error_rate():
+    """Looks at 3 and 5 of 5 seeds, the first judged at the fixed-sample 1.96 and the second at
+    the design's 1.999: the chance that |Z_1| >= 1.96 or |Z_2| >= 1.999 under the null, with
+    corr(Z_1, Z_2) = sqrt(3/5), is 1 - P(inside both), from scipy's bivariate normal (0.0763),
+    against 0.05 for the design's own first bound. A second look can only add to the 0.05 the
+    first one spent: with an unreachable last bound, the rate falls back to it."""
+    from scipy import stats  # installed with mlflow
+    rho = math.sqrt(0.6)
+    law = stats.multivariate_normal([0, 0], [[1, rho], [rho, 1]], abseps=1e-8, releps=1e-8)
+    c = np.array([Z_975, 1.999])
+    followed = sequential.error_rate([0.6, 1.0], c)
+    assert followed == pytest.approx(1 - law.cdf(c, lower_limit=-c), abs=2e-5)
+    assert followed == pytest.approx(0.0763, abs=1e-4)
+    assert sequential.error_rate([0.6, 1.0], [Z_975, 40.0]) == pytest.approx(0.05, abs=1e-9)
+    assert sequential.error_rate([0.6, 1.0], [Z_975, 2.6]) < followed
+    for fractions, zs in (([0.6, 1.0], [1.96]), ([0.6, 1.0], [1.96, 0.0]), ([1.0, 0.6], [2, 2])):
+        with pytest.raises(ValueError):
+            sequential.error_rate(fractions, zs)
+
+
 def test_bad_looks_are_refused():
     for bad in ([], [0.6, 0.6], [0.8, 0.6], [0.0, 1.0], [0.5, 1.2]):
         with pytest.raises(ValueError, match="increasing information fractions"):
@@ -84,6 +112,48 @@ def test_a_design_is_loaded_and_judges_each_look(tmp_path):
 def test_a_malformed_design_names_its_field(tmp_path, fields, field):
     with pytest.raises(ConfigError, match=field):
         ladder_design.load(_write(tmp_path, **fields))
+
+
+JUDGED = [{"seeds": 3, "bound": Z_975, "why": "judged at 95% before this design"}]
+
+
+def test_a_look_judged_at_another_bound_is_stated_at_the_next_look(tmp_path):
+    """design.json records that look 1 was judged at 1.96: look 2 is still judged at the design's
+    bound, and it carries the error rate of the procedure as followed, which the report's section
+    and the claim both state. Look 1 itself is judged as designed (nothing earlier to count)."""
+    design = ladder_design.load(_write(tmp_path, judged=JUDGED))
+    assert design.judged == (ladder_design.Judged(3, Z_975, JUDGED[0]["why"]),)
+    assert "error_rate" not in design.judge(3)
+    last = design.judge(5)
+    assert last["bound"] == pytest.approx(sequential.bounds([0.6, 1.0])[1])
+    assert last["error_rate"] == pytest.approx(
+        sequential.error_rate([0.6, 1.0], [Z_975, last["bound"]]))
+    assert last["designed"] == pytest.approx(sequential.bounds([0.6, 1.0])[:1])
+    ids = [f"i{k}" for k in range(40)]
+    warm = {i: (int(k < 2), 1) for k, i in enumerate(ids)}
+    dapo = {i: (int(k < 12), 1) for k, i in enumerate(ids)}
+    pairs = comparison_rows(_seeds({"warmup": [warm] * 5, "dapo": [dapo] * 5}), design)
+    section = "\n".join(ladder_design.sequential_lines(pairs, design))
+    assert ("look 1 (3 seeds) at |z| ≥ 1.960, not the design's 2.530 (judged at 95% before this "
+            "design)") in section
+    assert f"two-sided probability {last['error_rate']:.3f}, not the design's 0.05" in section
+    pooled = [r for r in pairs if r["seed"] == "pooled"][0]
+    assert f"a false claim has two-sided probability {last['error_rate']:.3f})" in \
+        statements([pooled])[0]
+    plain = ladder_design.load(_write(tmp_path))
+    assert "error_rate" not in plain.judge(5)
+    assert "As judged" not in "\n".join(ladder_design.sequential_lines(
+        comparison_rows(_seeds({"warmup": [warm] * 5, "dapo": [dapo] * 5}), plain), plain))
+
+
+@pytest.mark.parametrize("judged", [
+    {"3": 1.96}, [{"seeds": 5, "bound": 1.96}], [{"seeds": 4, "bound": 1.96}],
+    [{"seeds": 3, "bound": -1.0}], [{"seeds": 3, "bound": 1.96, "when": "then"}],
+    [{"seeds": 3, "bound": 1.96}, {"seeds": 3, "bound": 2.0}], ["3"],
+])
+def test_a_malformed_judged_look_names_the_field(tmp_path, judged):
+    with pytest.raises(ConfigError, match="`judged`"):
+        ladder_design.load(_write(tmp_path, judged=judged))
 
 
 def _seeds(tallies: dict[str, list[dict]]) -> dict[str, list[dict]]:
