@@ -276,7 +276,8 @@ def _statement(row: dict, per_seed: list[dict]) -> str:
         return (f"- {measured}: the 95% interval excludes 0, but this comparison is judged by its "
                 f"sequential design: at look {look['look']} of {look['looks']} the "
                 f"{100 * look['level']:.1f}% interval is [{look['low']:+.3f}, "
-                f"{look['high']:+.3f}], which contains 0, so the ladder does not show it yet.")
+                f"{look['high']:+.3f}], which contains 0, so the ladder does not show it"
+                + (" at the design's last look." if look["look"] == look["looks"] else " yet."))
     if excludes_zero(row):
         shown = sum(excludes_zero(p) for p in per_seed)
         (la, ha), (lb, hb) = row["intervals_a"], row["intervals_b"]

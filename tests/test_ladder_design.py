@@ -187,6 +187,8 @@ def test_the_statement_claims_only_what_the_sequential_interval_shows():
                                     "low": -0.004, "high": 0.064}}
     text = statements([inside])[0]
     assert "does not show it yet" in text and "98.9% interval is [-0.004, +0.064]" in text
+    last = {**inside, "sequential": {**inside["sequential"], "look": 2, "level": 0.954}}
+    assert "does not show it at the design's last look." in statements([last])[0]
     outside = {**row, "sequential": {**inside["sequential"], "low": 0.001}}
     text = statements([outside])[0]
     assert "**" in text and "above warmup's" in text and "98.9% interval at look 1 of 2" in text
