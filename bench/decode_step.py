@@ -1,0 +1,166 @@
+"""Where one decode step of the hf engine goes, against the memory roofline of the same step.
+
+    python bench/decode_step.py [--model runs/.models/smollm2] [--rows 6] [--context 600]
+
+It loads the model as the engine does on this CPU: its dtype (bf16 where the CPU multiplies it),
+the grouped decode attention and the oneDNN-packed linears. It prefills `--rows` random prompts of
+`--context` tokens into the engine's growing cache and checks that a decode step over that cache
+computes what a forward over the whole sequence computes (in fp32: every next-token log-prob
+within 1e-3). Then it times `--steps` decode steps plainly, and profiles as many more under
+torch.profiler, which splits a step's op time (self time, per step) into
+- linears: the packed weights' `mkldnn::_linear_pointwise` (or `aten::addmm`/`aten::mm` when
+  unpacked), with the rate at which they read the weights;
+- attention: `aten::bmm`, the grouped decode attention's two products per layer, with the rate at
+  which they read the KV buffers (whole buffers: their capacity, not only the attended keys);
+- other ops: every other op (norms, rotary, casts, cache writes, the mask, the sampling's argmax),
+  and how many op calls a step makes;
+- the rest of a plain step's wall time: Python and dispatch between the ops.
+The roofline is `swe_rlvr.compute.forward_bytes` for one step (every weight once, and each
+attended key's cache) at the read bandwidth measured in the same run (`bench.iteration`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from agent.engines.attention import register  # noqa: E402
+from agent.engines.kvcache import growing_cache  # noqa: E402
+from agent.engines.packed import available, pack_linears  # noqa: E402
+from bench.iteration import read_bandwidth  # noqa: E402
+from swe_rlvr.compute import forward_bytes  # noqa: E402
+from swe_rlvr.memory import ModelDims  # noqa: E402
+from swe_rlvr.precision import cpu_description, engine_dtype  # noqa: E402
+
+LINEARS = ("mkldnn::_linear_pointwise", "aten::addmm", "aten::mm")
+ATTENTION = ("aten::bmm",)
+
+
+def load(model_dir: str, dtype: torch.dtype, packed: bool):
+    """The model as the engine loads it, and its dimensions (taken before packing: packed weights
+    are no longer parameters)."""
+    from transformers import AutoModelForCausalLM
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype,
+                                                 attn_implementation=register()).eval()
+    dims = ModelDims.of(model)
+    if packed:
+        pack_linears(model)
+    return model, dims
+
+
+class Decoder:
+    """A batch prefilled into the engine's growing cache, stepped one token at a time."""
+
+    def __init__(self, model, ids: torch.Tensor) -> None:
+        self.model, self.mask = model, torch.ones_like(ids)
+        out = model(input_ids=ids, attention_mask=self.mask, past_key_values=growing_cache(model.config),
+                    use_cache=True, logits_to_keep=1)
+        self.cache, self.logits = out.past_key_values, out.logits[:, -1]
+
+    def step(self) -> torch.Tensor:
+        """Feed each row its argmax token; returns the tokens fed (B,)."""
+        token = self.logits.argmax(-1)
+        self.mask = torch.cat([self.mask, torch.ones_like(self.mask[:, :1])], dim=1)
+        out = self.model(input_ids=token[:, None], attention_mask=self.mask,
+                         position_ids=self.mask.sum(-1, keepdim=True) - 1,
+                         past_key_values=self.cache, use_cache=True)
+        self.logits = out.logits[:, -1]
+        return token
+
+    def capacity(self) -> int:
+        """Columns of the KV buffers the decode attention multiplies over (>= the cache's length)."""
+        keys = self.cache.layers[0].keys
+        return keys.stride(1) // keys.shape[-1]
+
+
+def check(model_dir: str, ids: torch.Tensor) -> float:
+    """The largest gap, in fp32, between a decode step's next-token log-probs over the cache and a
+    forward over the whole sequence; refuses a gap above 1e-3."""
+    model, _ = load(model_dir, torch.float32, available())
+    with torch.inference_mode():
+        decoder = Decoder(model, ids)
+        token = decoder.step()
+        stepped = decoder.logits.float().log_softmax(-1)
+        whole = model(input_ids=torch.cat([ids, token[:, None]], dim=1)).logits[:, -1]
+    gap = (stepped - whole.float().log_softmax(-1)).abs().max().item()
+    if gap > 1e-3:
+        raise SystemExit(f"a decode step's fp32 log-probs differ from a whole forward's by {gap:.2e}")
+    return gap
+
+
+def profile(decoder: Decoder, steps: int) -> dict[str, float]:
+    """Per step: ms of self time in linears, attention and other ops, and op calls."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(steps):
+            decoder.step()
+    split = {"linears": 0.0, "attention": 0.0, "other": 0.0, "calls": 0.0}
+    for event in prof.key_averages():
+        part = ("linears" if event.key in LINEARS else "attention" if event.key in ATTENTION
+                else "other")
+        split[part] += event.self_cpu_time_total / 1e3 / steps
+        split["calls"] += event.count / steps
+    return split
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default="runs/.models/smollm2")
+    ap.add_argument("--rows", type=int, default=6)
+    ap.add_argument("--context", type=int, default=600)
+    ap.add_argument("--steps", type=int, default=16)
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    dtype = engine_dtype("auto", torch.device("cpu"))
+    from transformers import AutoConfig
+    vocab = min(30000, AutoConfig.from_pretrained(args.model).vocab_size)
+    ids = torch.randint(0, vocab, (args.rows, args.context), generator=torch.Generator().manual_seed(0))
+    gap = check(args.model, ids)
+    bandwidth = read_bandwidth()
+    model, dims = load(args.model, dtype, available())
+    size = torch.finfo(dtype).bits // 8
+    with torch.inference_mode():
+        decoder = Decoder(model, ids)
+        for _ in range(2):
+            decoder.step()
+        walls = []
+        for _ in range(args.steps):
+            start = time.perf_counter()
+            decoder.step()
+            walls.append(1e3 * (time.perf_counter() - start))
+        length, capacity = decoder.mask.shape[1], decoder.capacity()
+        split = profile(decoder, args.steps)
+    wall = statistics.median(walls)
+    weights = forward_bytes(dims.shape, dims.kv_dim, size, 1, 0)
+    attended = forward_bytes(dims.shape, dims.kv_dim, size, 0, args.rows * length)
+    buffers = forward_bytes(dims.shape, dims.kv_dim, size, 0, args.rows * capacity)
+    roof = 1e3 * (weights + attended) / bandwidth
+    rest = wall - split["linears"] - split["attention"] - split["other"]
+    rate = lambda nbytes, ms: nbytes / ms / 1e6                                  # noqa: E731
+    print(f"{args.model}: {args.rows} rows over {length} cached tokens (buffers of {capacity}), "
+          f"{dtype}, {torch.get_num_threads()} threads, CPU {cpu_description()}; read bandwidth "
+          f"{bandwidth / 1e9:.1f} GB/s; fp32 check {gap:.1e}")
+    print(f"step         {wall:7.1f} ms  (median of {args.steps}; {min(walls):.1f}-{max(walls):.1f})")
+    print(f"linears      {split['linears']:7.1f} ms  {weights / 1e6:6.0f} MB of weights at "
+          f"{rate(weights, split['linears']):5.1f} GB/s")
+    print(f"attention    {split['attention']:7.1f} ms  {buffers / 1e6:6.0f} MB of KV buffers at "
+          f"{rate(buffers, split['attention']):5.1f} GB/s ({attended / 1e6:.0f} MB attended)")
+    print(f"other ops    {split['other']:7.1f} ms  ({split['calls']:.0f} op calls a step in all)")
+    print(f"python/rest  {rest:7.1f} ms")
+    print(f"roofline     {roof:7.1f} ms  ({(weights + attended) / 1e6:.0f} MB at "
+          f"{bandwidth / 1e9:.1f} GB/s): wall/roof {wall / roof:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
