@@ -187,7 +187,19 @@ def comparison_table(rows: list[dict]) -> list[str]:
                   [[f"{r['a']} − {r['b']}", r["seed"], f"{r['instances']:.0f}",
                     f"{r['episodes_a']:.3g}/{r['episodes_b']:.3g}", f"{r['rate_a']:.3f}",
                     f"{r['rate_b']:.3f}", f"{r['diff']:+.3f}", _ci(r["low"], r["high"], "—"),
-                    "yes" if ladder_stats.excludes_zero(r) else "no"] for r in rows])
+                    _excludes(r)] for r in rows])
+
+
+def _excludes(row: dict) -> str:
+    """The 95% interval's verdict, and for the design's comparison its look's (`ladder_design`)."""
+    fixed = "yes" if ladder_stats.excludes_zero(row) else "no"
+    look = row.get("sequential")
+    if look is None:
+        return fixed
+    if not look["planned"]:
+        return f"{fixed} at 95%; not judged between looks"
+    return (f"{fixed} at 95%; {'yes' if ladder_stats.excludes_zero(look) else 'no'} at the look's "
+            f"{100 * look['level']:.1f}%")
 
 
 def curves_table(results: dict[str, list[dict]]) -> list[str]:

@@ -11,6 +11,7 @@ import pytest
 
 from swe_rlvr.config import ConfigError
 from tasks import ladder_design, sequential
+from tasks.ladder_report import comparison_table
 from tasks.ladder_stats import bootstrap_mean, comparison_rows, statements
 
 Z_975 = 1.959963984540054
@@ -138,6 +139,7 @@ def test_a_look_judged_at_another_bound_is_stated_at_the_next_look(tmp_path):
             "design)") in section
     assert f"two-sided probability {last['error_rate']:.3f}, not the design's 0.05" in section
     pooled = [r for r in pairs if r["seed"] == "pooled"][0]
+    assert "| yes at 95%; yes at the look's 95.4% |" in "\n".join(comparison_table(pairs))
     assert f"a false claim has two-sided probability {last['error_rate']:.3f})" in \
         statements([pooled])[0]
     plain = ladder_design.load(_write(tmp_path))
@@ -210,5 +212,6 @@ def test_between_looks_the_row_is_shown_and_not_judged(tmp_path):
     text = statements([pooled])[0]
     assert "**" not in text and "does not claim it yet; the next look is at 5 seeds" in text
     section = "\n".join(ladder_design.sequential_lines(pairs, design))
+    assert "| yes at 95%; not judged between looks |" in "\n".join(comparison_table(pairs))
     assert "4 seeds are pooled, between the design's looks" in section
     assert "the next look is at 5 seeds" in section and "| look |" not in section
