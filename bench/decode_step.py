@@ -14,7 +14,8 @@ torch.profiler, which splits a step's op time (self time, per step) into
   which they read the KV buffers (whole buffers: their capacity, not only the attended keys);
 - other ops: every other op (norms, rotary, casts, cache writes, the mask, the sampling's argmax),
   and how many op calls a step makes;
-- the rest of a plain step's wall time: Python and dispatch between the ops.
+- the rest of a plain step's wall time: Python and dispatch between the ops (a lower bound: the
+  profiler's own cost per op lands in the ops' self time).
 The roofline is `swe_rlvr.compute.forward_bytes` for one step (every weight once, and each
 attended key's cache) at the read bandwidth measured in the same run (`bench.iteration`).
 """
