@@ -18,6 +18,10 @@ torch.profiler, which splits a step's op time (self time, per step) into
   profiler's own cost per op lands in the ops' self time).
 The roofline is `swe_rlvr.compute.forward_bytes` for one step (every weight once, and each
 attended key's cache) at the read bandwidth measured in the same run (`bench.iteration`).
+
+`--beside N` then times the steps again with N Python threads beside them, each busy in pure
+Python for `--duty` of every 2 ms and asleep for the rest (the engine's episode threads parsing,
+prompting and waiting on sandboxes share its process and its GIL), and once more alone after.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -96,6 +101,40 @@ def check(model_dir: str, ids: torch.Tensor) -> float:
     return gap
 
 
+def timed(decoder: Decoder, steps: int) -> list[float]:
+    """The ms of each of `steps` decode steps."""
+    walls = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        decoder.step()
+        walls.append(1e3 * (time.perf_counter() - start))
+    return walls
+
+
+def busy_python(stop: threading.Event, duty: float, period: float = 0.002) -> None:
+    """Pure Python for `duty` of every `period` seconds, asleep for the rest, until `stop`."""
+    while not stop.is_set():
+        start = time.perf_counter()
+        while time.perf_counter() - start < duty * period:
+            sum(range(200))
+        time.sleep((1 - duty) * period)
+
+
+def beside(decoder: Decoder, steps: int, threads: int, duty: float) -> float:
+    """The median ms of a decode step with `threads` busy-Python threads running beside it."""
+    stop = threading.Event()
+    workers = [threading.Thread(target=busy_python, args=(stop, duty), daemon=True)
+               for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    try:
+        return statistics.median(timed(decoder, steps))
+    finally:
+        stop.set()
+        for worker in workers:
+            worker.join()
+
+
 def profile(decoder: Decoder, steps: int) -> dict[str, float]:
     """Per step: ms of self time in linears, attention and other ops, and op calls."""
     from torch.profiler import ProfilerActivity
@@ -119,9 +158,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--context", type=int, default=600)
     ap.add_argument("--steps", type=int, default=16)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    ap.add_argument("--beside", type=int, default=0, help="busy Python threads beside the steps")
+    ap.add_argument("--duty", type=float, default=0.1, help="share of the time each is busy")
     args = ap.parse_args(argv)
+    if not 0 < args.duty <= 1:
+        raise SystemExit(f"--duty is the share of the time a thread is busy, in (0, 1] "
+                         f"(got {args.duty})")
     if args.threads:
         torch.set_num_threads(args.threads)
+    from agent.models import ensure_recipe_model
+    ensure_recipe_model(args.model)            # the recipes' SmolLM2 (no download), built once
     dtype = engine_dtype("auto", torch.device("cpu"))
     from transformers import AutoConfig
     vocab = min(30000, AutoConfig.from_pretrained(args.model).vocab_size)
@@ -134,13 +180,12 @@ def main(argv: list[str] | None = None) -> int:
         decoder = Decoder(model, ids)
         for _ in range(2):
             decoder.step()
-        walls = []
-        for _ in range(args.steps):
-            start = time.perf_counter()
-            decoder.step()
-            walls.append(1e3 * (time.perf_counter() - start))
+        walls = timed(decoder, args.steps)
         length, capacity = decoder.mask.shape[1], decoder.capacity()
         split = profile(decoder, args.steps)
+        if args.beside:
+            crowded = beside(decoder, args.steps, args.beside, args.duty)
+            after = statistics.median(timed(decoder, args.steps))
     wall = statistics.median(walls)
     weights = forward_bytes(dims.shape, dims.kv_dim, size, 1, 0)
     attended = forward_bytes(dims.shape, dims.kv_dim, size, 0, args.rows * length)
@@ -160,6 +205,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"python/rest  {rest:7.1f} ms")
     print(f"roofline     {roof:7.1f} ms  ({(weights + attended) / 1e6:.0f} MB at "
           f"{bandwidth / 1e9:.1f} GB/s): wall/roof {wall / roof:.1f}")
+    if args.beside:
+        print(f"beside       {crowded:7.1f} ms  with {args.beside} Python thread(s) busy "
+              f"{args.duty:.0%} of the time: {crowded / wall:.2f}x the step alone "
+              f"({after:.1f} ms alone after)")
     return 0
 
 

@@ -49,3 +49,18 @@ def test_a_step_that_computes_something_else_is_refused(tiny_model_dir, monkeypa
     ids = torch.randint(0, vocab, (2, 12), generator=torch.Generator().manual_seed(0))
     with pytest.raises(SystemExit, match="differ from a whole forward"):
         decode_step.check(str(tiny_model_dir), ids)
+
+
+def test_beside_times_the_steps_with_busy_python_threads_and_alone_after(tiny_model_dir, capsys):
+    threads = decode_step.threading.active_count()
+    assert decode_step.main(["--model", str(tiny_model_dir), "--rows", "2", "--context", "16",
+                             "--steps", "2", "--beside", "2", "--duty", "0.5"]) == 0
+    line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("beside")][0]
+    assert "with 2 Python thread(s) busy 50% of the time" in line and "ms alone after" in line
+    assert decode_step.threading.active_count() == threads          # the busy threads joined
+
+
+@pytest.mark.parametrize("duty", ["0", "1.5"])
+def test_a_duty_outside_its_range_is_refused_by_name(duty):
+    with pytest.raises(SystemExit, match="--duty"):
+        decode_step.main(["--duty", duty])
