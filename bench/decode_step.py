@@ -21,12 +21,15 @@ attended key's cache) at the read bandwidth measured in the same run (`bench.ite
 
 `--beside N` then times the steps again with N Python threads beside them, each busy in pure
 Python for `--duty` of every 2 ms and asleep for the rest (the engine's episode threads parsing,
-prompting and waiting on sandboxes share its process and its GIL), and once more alone after.
+prompting and waiting on sandboxes share its process and its GIL); then with N processes doing the
+same, which share the cores but not the GIL; and once more alone after.
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import queue
 import statistics
 import sys
 import threading
@@ -111,8 +114,10 @@ def timed(decoder: Decoder, steps: int) -> list[float]:
     return walls
 
 
-def busy_python(stop: threading.Event, duty: float, period: float = 0.002) -> None:
-    """Pure Python for `duty` of every `period` seconds, asleep for the rest, until `stop`."""
+def busy_python(stop, ready, duty: float, period: float = 0.002) -> None:
+    """Says it is `ready`, then runs pure Python for `duty` of every `period` seconds, asleep for
+    the rest, until `stop`."""
+    ready.put(True)
     while not stop.is_set():
         start = time.perf_counter()
         while time.perf_counter() - start < duty * period:
@@ -120,13 +125,18 @@ def busy_python(stop: threading.Event, duty: float, period: float = 0.002) -> No
         time.sleep((1 - duty) * period)
 
 
-def beside(decoder: Decoder, steps: int, threads: int, duty: float) -> float:
-    """The median ms of a decode step with `threads` busy-Python threads running beside it."""
-    stop = threading.Event()
-    workers = [threading.Thread(target=busy_python, args=(stop, duty), daemon=True)
-               for _ in range(threads)]
+def beside(decoder: Decoder, steps: int, workers_n: int, duty: float, processes: bool) -> float:
+    """The median ms of a decode step with `workers_n` busy-Python threads (or processes, which
+    do not share its GIL) running beside it."""
+    spawn = multiprocessing.get_context("spawn")
+    stop, ready = (spawn.Event(), spawn.Queue()) if processes else (threading.Event(), queue.Queue())
+    kind = spawn.Process if processes else threading.Thread
+    workers = [kind(target=busy_python, args=(stop, ready, duty), daemon=True)
+               for _ in range(workers_n)]
     for worker in workers:
         worker.start()
+    for _ in workers:                        # a spawned interpreter takes seconds to import
+        ready.get(timeout=300)
     try:
         return statistics.median(timed(decoder, steps))
     finally:
@@ -184,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
         length, capacity = decoder.mask.shape[1], decoder.capacity()
         split = profile(decoder, args.steps)
         if args.beside:
-            crowded = beside(decoder, args.steps, args.beside, args.duty)
+            crowded = beside(decoder, args.steps, args.beside, args.duty, processes=False)
+            apart = beside(decoder, args.steps, args.beside, args.duty, processes=True)
             after = statistics.median(timed(decoder, args.steps))
     wall = statistics.median(walls)
     weights = forward_bytes(dims.shape, dims.kv_dim, size, 1, 0)
@@ -209,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"beside       {crowded:7.1f} ms  with {args.beside} Python thread(s) busy "
               f"{args.duty:.0%} of the time: {crowded / wall:.2f}x the step alone "
               f"({after:.1f} ms alone after)")
+        print(f"apart        {apart:7.1f} ms  with {args.beside} Python process(es) busy as much "
+              f"(the cores shared, not the GIL): {apart / wall:.2f}x")
     return 0
 
 

@@ -51,12 +51,14 @@ def test_a_step_that_computes_something_else_is_refused(tiny_model_dir, monkeypa
         decode_step.check(str(tiny_model_dir), ids)
 
 
-def test_beside_times_the_steps_with_busy_python_threads_and_alone_after(tiny_model_dir, capsys):
+def test_beside_times_the_steps_with_busy_python_threads_then_processes(tiny_model_dir, capsys):
     threads = decode_step.threading.active_count()
     assert decode_step.main(["--model", str(tiny_model_dir), "--rows", "2", "--context", "16",
                              "--steps", "2", "--beside", "2", "--duty", "0.5"]) == 0
-    line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("beside")][0]
+    out = capsys.readouterr().out
+    line = [x for x in out.splitlines() if x.startswith("beside")][0]
     assert "with 2 Python thread(s) busy 50% of the time" in line and "ms alone after" in line
+    assert "with 2 Python process(es) busy as much" in out
     assert decode_step.threading.active_count() == threads          # the busy threads joined
 
 
