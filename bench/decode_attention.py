@@ -37,25 +37,47 @@ def load(model_dir: str, impl: str, dtype: torch.dtype):
     return AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, attn_implementation=impl).eval()
 
 
+class Decoder:
+    """A batch prefilled into the engine's growing cache under `mask` (None: no padding), then
+    fed one token per row a step."""
+
+    def __init__(self, model, ids: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+        self.model, self.mask = model, torch.ones_like(ids) if mask is None else mask
+        out = model(input_ids=ids, attention_mask=self.mask,
+                    position_ids=(self.mask.cumsum(-1) - 1).clamp(min=0),
+                    past_key_values=growing_cache(model.config), use_cache=True, logits_to_keep=1)
+        self.cache, self.logits = out.past_key_values, out.logits[:, -1]
+
+    def step(self, token: torch.Tensor | None = None) -> torch.Tensor:
+        """Feed each row `token` (B,) (None: its argmax); returns the tokens fed."""
+        token = self.logits.argmax(-1) if token is None else token
+        self.mask = torch.cat([self.mask, torch.ones_like(self.mask[:, :1])], dim=1)
+        out = self.model(input_ids=token[:, None], attention_mask=self.mask,
+                         position_ids=self.mask.sum(-1, keepdim=True) - 1,
+                         past_key_values=self.cache, use_cache=True)
+        self.logits = out.logits[:, -1]
+        return token
+
+    def capacity(self) -> int:
+        """Columns of the KV buffers the decode attention multiplies over (>= the cache's length)."""
+        keys = self.cache.layers[0].keys
+        return keys.stride(1) // keys.shape[-1]
+
+
 def prefill_and_decode(model, ids: torch.Tensor, mask: torch.Tensor, steps: int
                        ) -> tuple[torch.Tensor, float, list[float]]:
     """Prefill `ids` (B, W) under `mask` into the engine's growing cache, then run `steps` decode
     steps: the first step's log-probs (B, V), the prefill's seconds and each step's seconds."""
-    token = ids[:, -1]
     with torch.inference_mode():
         t0 = time.perf_counter()
-        cache = model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
-                      past_key_values=growing_cache(model.config), use_cache=True,
-                      logits_to_keep=1).past_key_values
+        decoder = Decoder(model, ids, mask)
         prefill = time.perf_counter() - t0
         times, first = [], None
         for _ in range(steps):
             t0 = time.perf_counter()
-            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
-            out = model(input_ids=token[:, None], attention_mask=mask,
-                        position_ids=mask.sum(-1, keepdim=True) - 1, past_key_values=cache, use_cache=True)
+            decoder.step(ids[:, -1])
             times.append(time.perf_counter() - t0)
-            first = out.logits[:, -1].float().log_softmax(-1) if first is None else first
+            first = decoder.logits.float().log_softmax(-1) if first is None else first
     return first, prefill, times
 
 

@@ -40,9 +40,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agent.engines.attention import register  # noqa: E402
-from agent.engines.kvcache import growing_cache  # noqa: E402
-from agent.engines.packed import available, pack_linears  # noqa: E402
+from agent.engines.packed import ROWS_HINT, available, pack_linears  # noqa: E402
+from bench import packed_weights  # noqa: E402
+from bench.decode_attention import Decoder  # noqa: E402
 from bench.iteration import read_bandwidth  # noqa: E402
 from swe_rlvr.compute import forward_bytes  # noqa: E402
 from swe_rlvr.memory import ModelDims  # noqa: E402
@@ -53,40 +53,13 @@ ATTENTION = ("aten::bmm",)
 
 
 def load(model_dir: str, dtype: torch.dtype, packed: bool):
-    """The model as the engine loads it, and its dimensions (taken before packing: packed weights
-    are no longer parameters)."""
-    from transformers import AutoModelForCausalLM
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype,
-                                                 attn_implementation=register()).eval()
+    """The model as the engine loads it (`bench.packed_weights.load`), and its dimensions, taken
+    before packing: packed weights are no longer parameters."""
+    model = packed_weights.load(model_dir, dtype, False, ROWS_HINT)
     dims = ModelDims.of(model)
     if packed:
         pack_linears(model)
     return model, dims
-
-
-class Decoder:
-    """A batch prefilled into the engine's growing cache, stepped one token at a time."""
-
-    def __init__(self, model, ids: torch.Tensor) -> None:
-        self.model, self.mask = model, torch.ones_like(ids)
-        out = model(input_ids=ids, attention_mask=self.mask, past_key_values=growing_cache(model.config),
-                    use_cache=True, logits_to_keep=1)
-        self.cache, self.logits = out.past_key_values, out.logits[:, -1]
-
-    def step(self) -> torch.Tensor:
-        """Feed each row its argmax token; returns the tokens fed (B,)."""
-        token = self.logits.argmax(-1)
-        self.mask = torch.cat([self.mask, torch.ones_like(self.mask[:, :1])], dim=1)
-        out = self.model(input_ids=token[:, None], attention_mask=self.mask,
-                         position_ids=self.mask.sum(-1, keepdim=True) - 1,
-                         past_key_values=self.cache, use_cache=True)
-        self.logits = out.logits[:, -1]
-        return token
-
-    def capacity(self) -> int:
-        """Columns of the KV buffers the decode attention multiplies over (>= the cache's length)."""
-        keys = self.cache.layers[0].keys
-        return keys.stride(1) // keys.shape[-1]
 
 
 def check(model_dir: str, ids: torch.Tensor) -> float:

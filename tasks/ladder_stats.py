@@ -282,12 +282,14 @@ def _statement(row: dict, per_seed: list[dict]) -> str:
         shown = sum(excludes_zero(p) for p in per_seed)
         (la, ha), (lb, hb) = row["intervals_a"], row["intervals_b"]
         overlap = "overlap" if la <= hb and lb <= ha else "do not overlap"
-        also = (f" (and its {100 * look['level']:.1f}% interval at look {look['look']} of "
-                f"{look['looks']} of its sequential design, [{look['low']:+.3f}, "
-                f"{look['high']:+.3f}]"
-                + (f"; with its earlier looks as they were judged, a false claim has two-sided "
-                   f"probability {look['error_rate']:.3f}" if "error_rate" in look else "")
-                + ")" if look else "")
+        also = ""
+        if look:
+            followed = (f"; with its earlier looks as they were judged, a false claim has "
+                        f"two-sided probability {look['error_rate']:.3f}"
+                        if "error_rate" in look else "")
+            also = (f" (and its {100 * look['level']:.1f}% interval at look {look['look']} of "
+                    f"{look['looks']} of its sequential design, [{look['low']:+.3f}, "
+                    f"{look['high']:+.3f}]{followed})")
         return (f"- **{measured}{also}: {a}'s pass@1 on these test instances is "
                 f"{'above' if row['diff'] > 0 else 'below'} {b}'s.** The per-seed intervals "
                 f"exclude 0 in {shown} of "
