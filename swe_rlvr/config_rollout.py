@@ -195,6 +195,10 @@ class EngineConfig:
     only its new tokens, not the whole context again (0: off)."""
     torch_threads: int = 0
     """torch CPU threads for generation (0: leave torch's default)."""
+    process: bool = False
+    """hf engine: run the model in a child process of its own (`agent.engines.process`), so the
+    episodes' threads do not take the GIL from its decode loop between its thousands of op calls
+    a step; `torch_threads` then sets the child's threads."""
     base_url: str | None = None
     """openai engine: server URL, e.g. http://127.0.0.1:8000/v1 (None: not set, which the openai
     engine refuses; vllm-server sets its own)."""

@@ -12,8 +12,9 @@ trainer), `model_load` (both).
 
 `rss_window()` yields a `Window` whose `peak_mb`, once the block ends, is the largest resident set
 of this process seen while it ran (sampled every `SAMPLE_S` by one daemon thread, plus at its start
-and end). Overlapping windows each see the whole process: the figure is the process's peak while
-the block ran, not the block's own allocation.
+and end), with that of the child processes it `watch`es (a model in a process of its own) added.
+Overlapping windows each see the whole process: the figure is the process's peak while the block
+ran, not the block's own allocation.
 """
 
 from __future__ import annotations
@@ -78,6 +79,13 @@ def record(name: str, seconds: float, tokens: int = 0, logits: int = 0, keys: in
         t.tokens, t.logits, t.keys = t.tokens + tokens, t.logits + logits, t.keys + keys
 
 
+def add(name: str, total: Total) -> None:
+    """Add `total` (another process's spans, e.g. a model's own process) to `name`'s totals."""
+    if total.calls:
+        with _lock:
+            _totals[name] = _totals.get(name, Total()).plus(total)
+
+
 def totals() -> dict[str, Total]:
     """A copy of every name's totals so far."""
     with _lock:
@@ -90,13 +98,35 @@ def delta(before: dict[str, Total], after: dict[str, Total]) -> dict[str, Total]
     return {k: v for k, v in out.items() if v.calls}
 
 
-def rss_mb() -> float:
-    """This process's resident set now, MiB (0 where /proc is missing)."""
+def rss_mb(pid: int | str = "self") -> float:
+    """This process's (or process `pid`'s) resident set now, MiB (0 where /proc is missing)."""
     try:
-        with open("/proc/self/statm") as fh:
+        with open(f"/proc/{pid}/statm") as fh:
             return int(fh.read().split()[1]) * _PAGE_MB
     except OSError:
         return 0.0
+
+
+_watched: set[int] = set()
+
+
+def watch(pid: int | None) -> None:
+    """Count child process `pid`'s resident set in every window, with this process's."""
+    if pid is not None:
+        with _lock:
+            _watched.add(pid)
+
+
+def unwatch(pid: int | None) -> None:
+    with _lock:
+        _watched.discard(pid)
+
+
+def windowed_rss_mb() -> float:
+    """This process's resident set and its watched children's, MiB (a child gone counts 0)."""
+    with _lock:
+        pids = list(_watched)
+    return rss_mb() + sum(rss_mb(pid) for pid in pids)
 
 
 def peak_rss_mb() -> float:
@@ -144,7 +174,7 @@ class _Sampler:
             with _lock:
                 windows = list(self.open.values())
             if windows:                                # no /proc read while nothing is measured
-                mb = rss_mb()
+                mb = windowed_rss_mb()
                 for w in windows:
                     w.see(mb)
 
@@ -155,11 +185,11 @@ _sampler = _Sampler()
 @contextmanager
 def rss_window() -> Iterator[Window]:
     """Track this process's peak resident set while the block runs."""
-    w = Window(start_mb=rss_mb())
+    w = Window(start_mb=windowed_rss_mb())
     w.see(w.start_mb)
     _sampler.add(w)
     try:
         yield w
     finally:
-        w.see(rss_mb())
+        w.see(windowed_rss_mb())
         _sampler.remove(w)

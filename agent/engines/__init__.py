@@ -25,6 +25,9 @@ def make_engine(cfg: Any) -> Engine:
     """Build the engine that `cfg.name` names (cfg is an EngineConfig)."""
     if cfg.name not in ENGINES:
         raise ValueError(f"Unknown engine {cfg.name!r}; choose one of: {', '.join(ENGINES)}.")
+    if getattr(cfg, "process", False):
+        from agent.engines.process import ProcessEngine
+        return ProcessEngine(cfg)
     module_name, class_name = ENGINES[cfg.name].split(":")
     return getattr(importlib.import_module(module_name), class_name)(cfg)
 

@@ -17,7 +17,8 @@ position's logits are computed in a prefill, and the KV cache grows in place whi
 (transformers' DynamicCache would copy all of it at every token). New weights (`load_weights`)
 empty the cache. Prefills and decode steps record their work (`swe_rlvr.spans`: time, tokens,
 attended keys). On a CPU the linear layers' weights are packed once per load into oneDNN's
-layout (`engine.packed_weights`, `agent.engines.packed`).
+layout (`engine.packed_weights`, `agent.engines.packed`). With `engine.process` the engine runs in a
+child process of its own (`agent.engines.process`).
 """
 
 from __future__ import annotations
