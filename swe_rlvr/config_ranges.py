@@ -83,6 +83,7 @@ RANGES: dict[str, Range] = {
     "engine.prefix_cache_gb": NON_NEGATIVE,
     "trainer.freed_pages_ceiling_gb": NON_NEGATIVE,
     "engine.torch_threads": THREADS,
+    "engine.decode_threads": THREADS,
     "engine.gpu_memory_utilization": Range(0, 1, above=True),
     "engine.seed": SEED,
     "engine.max_model_len": COUNT_OR_0,

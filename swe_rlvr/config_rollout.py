@@ -195,6 +195,10 @@ class EngineConfig:
     only its new tokens, not the whole context again (0: off)."""
     torch_threads: int = 0
     """torch CPU threads for generation (0: leave torch's default)."""
+    decode_threads: int = 0
+    """hf engine: torch CPU threads for decode steps, where prefills keep `torch_threads` (0: the
+    same as prefills). A decode step's thousands of small ops stall two threads whenever anything
+    else runs on a core; a prefill's matmuls use them."""
     process: bool = False
     """hf engine: run the model in a child process of its own (`agent.engines.process`), so the
     episodes' threads do not take the GIL from its decode loop between its thousands of op calls

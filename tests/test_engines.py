@@ -352,3 +352,24 @@ def test_stopped_rows_leave_the_batch_with_their_cache_intact(tiny, monkeypatch)
             assert torch.allclose(keys, layer.keys, atol=LOGPROB_ATOL)
             assert torch.allclose(values, layer.values, atol=LOGPROB_ATOL)
 
+
+
+def test_decode_steps_run_on_their_own_thread_count(tiny):
+    """engine.decode_threads: prefills keep torch_threads, decode steps (one token a row over the
+    cache) switch to decode_threads, and the engine's count comes back for the next prefill."""
+    before = torch.get_num_threads()
+    try:
+        eng = make_engine(EngineConfig(name="hf", model=str(tiny), torch_threads=2,
+                                       decode_threads=1, prefix_cache_gb=0))
+        seen: list[tuple[int, int]] = []                  # (tokens a row, torch threads)
+        real = eng.model.forward
+        eng.model.forward = lambda *a, **kw: (seen.append((kw["input_ids"].shape[1],
+                                                           torch.get_num_threads())), real(*a, **kw))[1]
+        prompt = _prompts(eng.tokenizer)[0]
+        for seed in (1, 2):                                # a second call prefills after decoding
+            eng.generate([prompt] * 2, SamplingParams(max_new_tokens=6, seed=seed))
+        prefills = [threads for n, threads in seen if n > 1]
+        decodes = [threads for n, threads in seen if n == 1]
+        assert prefills == [2, 2] and decodes and set(decodes) == {1}
+    finally:
+        torch.set_num_threads(before)

@@ -118,7 +118,9 @@ class Scheduler:
                 try:
                     with self.lock:
                         if new:
+                            _use_threads(engine.threads)
                             batch = self._admit(engine, batch, new)
+                        _use_threads(engine.decode_threads)
                         batch = self._step(engine, batch)
                 except Exception as exc:  # the model failed: fail this batch's requests, go on
                     for request in batch.rows + new:
@@ -178,6 +180,13 @@ class Scheduler:
         spans.record("decode", time.perf_counter() - t0, tokens=len(running), logits=len(running),
                      keys=sum(width - batch.pads[i] for i in running))
         return batch
+
+
+def _use_threads(n: int) -> None:
+    """torch's CPU threads from now on: prefills, whose matmuls keep every core busy, may use more
+    than decode steps, whose thousands of small ops stall two threads on any load beside them."""
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
 
 
 def _finish(cache, batch: Batch, i: int) -> None:

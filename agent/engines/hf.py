@@ -54,6 +54,10 @@ class HFEngine:
                              "e.g. one built by `swe-rlvr model tiny runs/tiny`.")
         if cfg.torch_threads > 0:
             torch.set_num_threads(cfg.torch_threads)
+        self.threads = torch.get_num_threads()
+        """torch threads of prefills (`engine.torch_threads`, else torch's default)."""
+        self.decode_threads = cfg.decode_threads or self.threads
+        """torch threads of decode steps (`engine.decode_threads`, else `threads`)."""
         self.cfg = cfg
         self.device = pick_device(cfg.device, "engine.device")
         self.dtype = engine_dtype(cfg.dtype, self.device)
