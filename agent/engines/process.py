@@ -116,7 +116,7 @@ class ProcessEngine:
 
 @dataclasses.dataclass(eq=False)
 class _Link:
-    """The parent's end of the pipe: calls in flight by id, and one thread that reads replies.
+    """The parent's end of the socket: calls in flight by id, and one thread that reads replies.
 
     It holds no reference to the engine, so dropping the engine runs its finalizer."""
 
