@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from agent.engines import Engine, SamplingParams, make_engine  # noqa: E402
-from agent.engines.process import EngineProcessError, ProcessEngine  # noqa: E402
+from agent.engines.process import EngineProcessError, ProcessEngine, stop_spare  # noqa: E402
 from agent.models import build_tiny  # noqa: E402
 from swe_rlvr import spans  # noqa: E402
 from swe_rlvr.config import EngineConfig  # noqa: E402
@@ -28,6 +28,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _cfg(model, **kw) -> EngineConfig:
     return EngineConfig(name="hf", model=str(model), torch_threads=1, max_batch=8, **kw)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_spare_after():
+    """The module's last spare child stops with it, so its memory does not count in the windows
+    of later tests in this worker."""
+    yield
+    stop_spare()
+    assert not spans._watched
 
 
 @pytest.fixture(scope="module")

@@ -221,6 +221,13 @@ class _Spare:
 _spare = _Spare()
 
 
+def stop_spare() -> None:
+    """Stop the spare child now, if there is one (it stops with this process anyway)."""
+    link = _spare.take()
+    if link is not None:
+        _shutdown(link)
+
+
 def _release(link: _Link) -> None:
     """An engine was dropped: its child frees the model and waits as the spare, or stops."""
     try:
