@@ -49,9 +49,7 @@ class HFEngine:
     def __init__(self, cfg: Any) -> None:
         from transformers import AutoTokenizer
 
-        if not cfg.model:
-            raise ValueError("engine.model is empty; point it at an HF model directory, "
-                             "e.g. one built by `swe-rlvr model tiny runs/tiny`.")
+        require_model(cfg)
         if cfg.torch_threads > 0:
             torch.set_num_threads(cfg.torch_threads)
         self.threads = torch.get_num_threads()
@@ -169,6 +167,13 @@ class HFEngine:
             logits[i] = out.logits[0, -1]                                             # (V,)
             rows[i] = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
         return rows, torch.stack(logits), [n for n, _ in taken]
+
+
+def require_model(cfg: Any) -> None:
+    """Refuse an EngineConfig without `model`, naming the fix (this engine, in or out of process)."""
+    if not cfg.model:
+        raise ValueError("engine.model is empty; point it at an HF model directory, "
+                         "e.g. one built by `swe-rlvr model tiny runs/tiny`.")
 
 
 def _left_pad(prompts: list[list[int]], pad_id: int, device: torch.device):

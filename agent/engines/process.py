@@ -63,12 +63,12 @@ class ProcessEngine:
     def __init__(self, cfg: Any) -> None:
         from transformers import AutoTokenizer
 
+        from agent.engines.hf import require_model
+
         if cfg.name != "hf":
             raise ValueError(f"engine.process runs the hf engine in a process of its own, but "
                              f"engine.name is {cfg.name!r}; set engine.process=false.")
-        if not cfg.model:
-            raise ValueError("engine.model is empty; point it at an HF model directory, "
-                             "e.g. one built by `swe-rlvr model tiny runs/tiny`.")
+        require_model(cfg)
         self.cfg = cfg
         self.tokenizer = AutoTokenizer.from_pretrained(cfg.model)
         self.policy_version = 0
