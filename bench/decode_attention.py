@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from agent.engines.attention import ATTENTION, register  # noqa: E402
 from agent.engines.kvcache import growing_cache  # noqa: E402
+from agent.engines.lean import LeanDecoder  # noqa: E402
 from swe_rlvr.precision import cpu_description, engine_dtype  # noqa: E402
 
 KERNELS = {"grouped": ATTENTION, "sdpa": "sdpa"}
@@ -39,10 +40,13 @@ def load(model_dir: str, impl: str, dtype: torch.dtype):
 
 class Decoder:
     """A batch prefilled into the engine's growing cache under `mask` (None: no padding), then
-    fed one token per row a step."""
+    fed one token per row a step, through transformers' forward or, with `lean`, the engine's
+    lean decode step (`agent.engines.lean`)."""
 
-    def __init__(self, model, ids: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+    def __init__(self, model, ids: torch.Tensor, mask: torch.Tensor | None = None,
+                 lean: bool = False) -> None:
         self.model, self.mask = model, torch.ones_like(ids) if mask is None else mask
+        self.lean = LeanDecoder(model) if lean else None
         out = model(input_ids=ids, attention_mask=self.mask,
                     position_ids=(self.mask.cumsum(-1) - 1).clamp(min=0),
                     past_key_values=growing_cache(model.config), use_cache=True, logits_to_keep=1)
@@ -52,6 +56,9 @@ class Decoder:
         """Feed each row `token` (B,) (None: its argmax); returns the tokens fed."""
         token = self.logits.argmax(-1) if token is None else token
         self.mask = torch.cat([self.mask, torch.ones_like(self.mask[:, :1])], dim=1)
+        if self.lean is not None:
+            self.logits = self.lean.step(token, self.mask, self.cache)
+            return token
         out = self.model(input_ids=token[:, None], attention_mask=self.mask,
                          position_ids=self.mask.sum(-1, keepdim=True) - 1,
                          past_key_values=self.cache, use_cache=True)

@@ -3,11 +3,15 @@
     python bench/decode_step.py [--model runs/.models/smollm2] [--rows 6] [--context 600]
 
 It loads the model as the engine does on this CPU: its dtype (bf16 where the CPU multiplies it),
-the grouped decode attention and the oneDNN-packed linears. It prefills `--rows` random prompts of
-`--context` tokens into the engine's growing cache and checks that a decode step over that cache
-computes what a forward over the whole sequence computes (in fp32: every next-token log-prob
-within 1e-3). Then it times `--steps` decode steps plainly, and profiles as many more under
-torch.profiler, which splits a step's op time (self time, per step) into
+the grouped decode attention and the oneDNN-packed linears. A step runs through transformers'
+forward (`hf`) or the engine's lean decode step (`lean`, `agent.engines.lean`); `--forward both`
+(the default) runs each over a cache of its own, timed in interleaved rounds, and prints the
+ratio of their medians. It prefills `--rows` random prompts of `--context` tokens into the
+engine's growing cache and checks that a decode step of each forward over that cache computes what
+a forward over the whole sequence computes (in fp32: every next-token log-prob within 1e-3).
+Then it times `--steps` decode steps plainly (twice, interleaved, with both forwards), and
+profiles as many more under torch.profiler, which splits a step's op time (self time, per step)
+into
 - linears: the packed weights' `mkldnn::_linear_pointwise` (or `aten::addmm`/`aten::mm` when
   unpacked), with the rate at which they read the weights;
 - attention: `aten::bmm`, the grouped decode attention's two products per layer, with the rate at
@@ -48,6 +52,8 @@ from swe_rlvr.compute import forward_bytes  # noqa: E402
 from swe_rlvr.memory import ModelDims  # noqa: E402
 from swe_rlvr.precision import cpu_description, engine_dtype  # noqa: E402
 
+FORWARDS = ("hf", "lean")
+"""A decode step through transformers' modules, and through `agent.engines.lean`."""
 LINEARS = ("mkldnn::_linear_pointwise", "aten::addmm", "aten::mm")
 ATTENTION = ("aten::bmm",)
 
@@ -63,18 +69,21 @@ def load(model_dir: str, dtype: torch.dtype, packed: bool):
 
 
 def check(model_dir: str, ids: torch.Tensor) -> float:
-    """The largest gap, in fp32, between a decode step's next-token log-probs over the cache and a
-    forward over the whole sequence; refuses a gap above 1e-3."""
+    """The largest gap, in fp32, between a decode step's next-token log-probs over the cache (each
+    forward's) and a forward over the whole sequence; refuses a gap above 1e-3."""
     model, _ = load(model_dir, torch.float32, available())
+    gaps = []
     with torch.inference_mode():
-        decoder = Decoder(model, ids)
-        token = decoder.step()
-        stepped = decoder.logits.float().log_softmax(-1)
-        whole = model(input_ids=torch.cat([ids, token[:, None]], dim=1)).logits[:, -1]
-    gap = (stepped - whole.float().log_softmax(-1)).abs().max().item()
-    if gap > 1e-3:
-        raise SystemExit(f"a decode step's fp32 log-probs differ from a whole forward's by {gap:.2e}")
-    return gap
+        for forward in FORWARDS:
+            decoder = Decoder(model, ids, lean=forward == "lean")
+            token = decoder.step()
+            stepped = decoder.logits.float().log_softmax(-1)
+            whole = model(input_ids=torch.cat([ids, token[:, None]], dim=1)).logits[:, -1]
+            gaps.append((stepped - whole.float().log_softmax(-1)).abs().max().item())
+            if gaps[-1] > 1e-3:
+                raise SystemExit(f"a decode step's fp32 log-probs ({forward} forward) differ from "
+                                 f"a whole forward's by {gaps[-1]:.2e}")
+    return max(gaps)
 
 
 def timed(decoder: Decoder, steps: int) -> list[float]:
@@ -143,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     ap.add_argument("--beside", type=int, default=0, help="busy Python threads beside the steps")
     ap.add_argument("--duty", type=float, default=0.1, help="share of the time each is busy")
+    ap.add_argument("--forward", choices=("both", *FORWARDS), default="both",
+                    help="the step through transformers' forward, the lean step, or both")
     args = ap.parse_args(argv)
     if not 0 < args.duty <= 1:
         raise SystemExit(f"--duty is the share of the time a thread is busy, in (0, 1] "
@@ -158,29 +169,54 @@ def main(argv: list[str] | None = None) -> int:
     gap = check(args.model, ids)
     bandwidth = read_bandwidth()
     model, dims = load(args.model, dtype, available())
-    size = torch.finfo(dtype).bits // 8
+    forwards = FORWARDS if args.forward == "both" else (args.forward,)
     with torch.inference_mode():
-        decoder = Decoder(model, ids)
-        for _ in range(2):
-            decoder.step()
-        walls = timed(decoder, args.steps)
-        length, capacity = decoder.mask.shape[1], decoder.capacity()
-        split = profile(decoder, args.steps)
-        if args.beside:
-            crowded = beside(decoder, args.steps, args.beside, args.duty, processes=False)
-            apart = beside(decoder, args.steps, args.beside, args.duty, processes=True)
-            after = statistics.median(timed(decoder, args.steps))
-    wall = statistics.median(walls)
+        decoders = {name: Decoder(model, ids, lean=name == "lean") for name in forwards}
+        walls: dict[str, list[float]] = {name: [] for name in forwards}
+        for decoder in decoders.values():
+            decoder.step(), decoder.step()
+        for _ in range(len(forwards)):        # interleaved rounds: each sees the machine's moods
+            for name, decoder in decoders.items():
+                walls[name] += timed(decoder, args.steps)
+        first = decoders[forwards[0]]
+        length, capacity = first.mask.shape[1], first.capacity()   # what the timed steps read
+        results = {name: measure(decoder, args) for name, decoder in decoders.items()}
+    size = torch.finfo(dtype).bits // 8
     weights = forward_bytes(dims.shape, dims.kv_dim, size, 1, 0)
     attended = forward_bytes(dims.shape, dims.kv_dim, size, 0, args.rows * length)
     buffers = forward_bytes(dims.shape, dims.kv_dim, size, 0, args.rows * capacity)
     roof = 1e3 * (weights + attended) / bandwidth
-    rest = wall - split["linears"] - split["attention"] - split["other"]
-    rate = lambda nbytes, ms: nbytes / ms / 1e6                                  # noqa: E731
     print(f"{args.model}: {args.rows} rows over {length} cached tokens (buffers of {capacity}), "
           f"{dtype}, {torch.get_num_threads()} threads, CPU {cpu_description()}; read bandwidth "
           f"{bandwidth / 1e9:.1f} GB/s; fp32 check {gap:.1e}")
-    print(f"step         {wall:7.1f} ms  (median of {args.steps}; {min(walls):.1f}-{max(walls):.1f})")
+    for name in forwards:
+        print(f"-- {name} forward")
+        report(walls[name], results[name], args, weights, buffers, attended, roof, bandwidth)
+    if len(forwards) == 2:
+        hf, leaned = (statistics.median(walls[name]) for name in FORWARDS)
+        print(f"lean/hf      {leaned / hf:7.2f}    (the steps' medians, {leaned:.1f} against "
+              f"{hf:.1f} ms)")
+    return 0
+
+
+def measure(decoder: Decoder, args) -> dict[str, float]:
+    """The profile's split of a step, then (with `--beside`) its median ms beside busy threads,
+    beside busy processes, and alone after them."""
+    result = profile(decoder, args.steps)
+    if args.beside:
+        result["crowded"] = beside(decoder, args.steps, args.beside, args.duty, processes=False)
+        result["apart"] = beside(decoder, args.steps, args.beside, args.duty, processes=True)
+        result["after"] = statistics.median(timed(decoder, args.steps))
+    return result
+
+
+def report(walls: list[float], split: dict[str, float], args, weights: int, buffers: int,
+           attended: int, roof: float, bandwidth: float) -> None:
+    """One forward's lines: its step, the split, the roofline, and the steps beside busy work."""
+    wall = statistics.median(walls)
+    rest = wall - split["linears"] - split["attention"] - split["other"]
+    rate = lambda nbytes, ms: nbytes / ms / 1e6                                  # noqa: E731
+    print(f"step         {wall:7.1f} ms  (median of {len(walls)}; {min(walls):.1f}-{max(walls):.1f})")
     print(f"linears      {split['linears']:7.1f} ms  {weights / 1e6:6.0f} MB of weights at "
           f"{rate(weights, split['linears']):5.1f} GB/s")
     print(f"attention    {split['attention']:7.1f} ms  {buffers / 1e6:6.0f} MB of KV buffers at "
@@ -190,13 +226,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"roofline     {roof:7.1f} ms  ({(weights + attended) / 1e6:.0f} MB at "
           f"{bandwidth / 1e9:.1f} GB/s): wall/roof {wall / roof:.1f}")
     if args.beside:
-        print(f"beside       {crowded:7.1f} ms  with {args.beside} Python thread(s) busy "
-              f"{args.duty:.0%} of the time: {crowded / wall:.2f}x the step alone "
-              f"({after:.1f} ms alone after)")
-        print(f"apart        {apart:7.1f} ms  with {args.beside} Python process(es) busy as much "
-              f"(the cores shared, not the GIL): {apart / wall:.2f}x")
-    return 0
-
+        print(f"beside       {split['crowded']:7.1f} ms  with {args.beside} Python thread(s) busy "
+              f"{args.duty:.0%} of the time: {split['crowded'] / wall:.2f}x the step alone "
+              f"({split['after']:.1f} ms alone after)")
+        print(f"apart        {split['apart']:7.1f} ms  with {args.beside} Python process(es) busy "
+              f"as much (the cores shared, not the GIL): {split['apart'] / wall:.2f}x")
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -32,6 +32,7 @@ from swe_rlvr.config_choices import (
     Algorithm,
     Compile,
     DecodeAttention,
+    DecodeForward,
     Device,
     Dtype,
     EngineName,
@@ -134,7 +135,8 @@ __all__ = [
     "PRESETS", "PRESET_DIR", "preset_names", "preset_values",
     # the choices
     "Preset", "InstanceFormat", "Tier", "SandboxBackend", "Isolation", "WorkingCopy", "Scaffold",
-    "EngineName", "Dtype", "Device", "DecodeAttention", "GuidanceSource", "GuidancePart", "GuidanceTrigger",
+    "EngineName", "Dtype", "Device", "DecodeAttention", "DecodeForward",
+    "GuidanceSource", "GuidancePart", "GuidanceTrigger",
     "GuidanceMode", "Algorithm", "Advantage", "LossAgg", "TrainerEngine", "Schedule", "Compile",
     "Objective", "ExpertStyle", "TaskRunner",
 ]

@@ -44,6 +44,8 @@ Device = Literal["auto", "cpu", "cuda"]
 """Where the hf engine or the torch trainer runs (auto: cuda when torch sees a GPU)."""
 DecodeAttention = Literal["auto", "grouped", "sdpa"]
 """The hf engine's attention for decode steps (`agent.engines.attention.implementation`)."""
+DecodeForward = Literal["auto", "hf", "lean"]
+"""The hf engine's decode-step forward: transformers' modules or `agent.engines.lean`."""
 PackedWeights = Literal["auto", "packed", "plain"]
 """The hf engine's linear weights: in oneDNN's blocked layout or as loaded (`agent.engines.packed`)."""
 

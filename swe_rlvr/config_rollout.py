@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from swe_rlvr.config_choices import (
     DecodeAttention,
+    DecodeForward,
     Device,
     Dtype,
     EngineName,
@@ -185,6 +186,11 @@ class EngineConfig:
     SmolLM2 on CPU ran 1.15x faster padded, 4.2x unpadded, `bench/decode_attention.py`); sdpa:
     transformers' default; auto: grouped on CPU, sdpa on a GPU. Prefill and training always use
     sdpa."""
+    decode_forward: DecodeForward = "auto"
+    """hf engine: how a decode step runs the model. lean: straight tensor code over the model's
+    weights (`agent.engines.lean`: the same forward in the same dtypes, with a fraction of
+    transformers' op calls a step; Llama and Qwen2 models); hf: transformers' forward; auto:
+    lean where the decode attention is grouped and the model is one it computes, else hf."""
     packed_weights: PackedWeights = "auto"
     """hf engine: the linear layers' weights reordered once into oneDNN's blocked layout
     (`agent.engines.packed`: the same products, read faster by a decode step's few rows;

@@ -11,10 +11,12 @@ import torch
 from bench import decode_step
 
 
-def test_the_split_of_a_step_adds_up_to_its_wall_time(tiny_model_dir, capsys):
+@pytest.mark.parametrize("forward", decode_step.FORWARDS)
+def test_the_split_of_a_step_adds_up_to_its_wall_time(tiny_model_dir, capsys, forward):
     assert decode_step.main(["--model", str(tiny_model_dir), "--rows", "3", "--context", "40",
-                             "--steps", "3", "--threads", "1"]) == 0
+                             "--steps", "3", "--threads", "1", "--forward", forward]) == 0
     out = capsys.readouterr().out
+    assert f"-- {forward} forward" in out and "lean/hf" not in out
     ms = {name: float(re.search(rf"^{name}\s+(-?[\d.]+) ms", out, re.M).group(1))
           for name in ("step", "linears", "attention", "other ops", "python/rest", "roofline")}
     parts = ms["linears"] + ms["attention"] + ms["other ops"] + ms["python/rest"]
@@ -23,6 +25,18 @@ def test_the_split_of_a_step_adds_up_to_its_wall_time(tiny_model_dir, capsys):
     assert "fp32 check" in out and "wall/roof" in out
     rows, cached = map(int, re.search(r"(\d+) rows over (\d+) cached tokens", out).groups())
     assert (rows, cached) == (3, 40 + 2 + 3)          # the prompt, 2 warm-up steps, the timed ones
+
+
+def test_both_forwards_are_timed_over_caches_of_their_own_and_compared(tiny_model_dir, capsys):
+    assert decode_step.main(["--model", str(tiny_model_dir), "--rows", "2", "--context", "20",
+                             "--steps", "2", "--threads", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.index("-- hf forward") < out.index("-- lean forward") < out.index("lean/hf")
+    steps = [float(x) for x in re.findall(r"^step\s+([\d.]+) ms  \(median of 4;", out, re.M)]
+    ratio = float(re.search(r"^lean/hf\s+([\d.]+)", out, re.M).group(1))
+    assert len(steps) == 2 and ratio == pytest.approx(steps[1] / steps[0], abs=0.02)
+    rows, cached = map(int, re.search(r"(\d+) rows over (\d+) cached tokens", out).groups())
+    assert (rows, cached) == (2, 20 + 2 + 2 * 2)     # two interleaved rounds of 2 steps each
 
 
 def test_the_profile_puts_the_products_where_they_belong(tiny_model_dir):
@@ -36,18 +50,20 @@ def test_the_profile_puts_the_products_where_they_belong(tiny_model_dir):
     assert split["calls"] > 2 * 7 + 1 + 2 * 2
 
 
-def test_a_step_that_computes_something_else_is_refused(tiny_model_dir, monkeypatch):
+@pytest.mark.parametrize("forward", decode_step.FORWARDS)
+def test_a_step_that_computes_something_else_is_refused(tiny_model_dir, monkeypatch, forward):
     step = decode_step.Decoder.step
 
     def off(self):
         token = step(self)
-        self.logits = self.logits + torch.randn_like(self.logits)
+        if (self.lean is not None) == (forward == "lean"):
+            self.logits = self.logits + torch.randn_like(self.logits)
         return token
 
     monkeypatch.setattr(decode_step.Decoder, "step", off)
     vocab = 64
     ids = torch.randint(0, vocab, (2, 12), generator=torch.Generator().manual_seed(0))
-    with pytest.raises(SystemExit, match="differ from a whole forward"):
+    with pytest.raises(SystemExit, match=f"{forward} forward.*differ from a whole forward"):
         decode_step.check(str(tiny_model_dir), ids)
 
 

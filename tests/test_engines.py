@@ -361,15 +361,16 @@ def test_decode_steps_run_on_their_own_thread_count(tiny):
     try:
         eng = make_engine(EngineConfig(name="hf", model=str(tiny), torch_threads=2,
                                        decode_threads=1, prefix_cache_gb=0))
-        seen: list[tuple[int, int]] = []                  # (tokens a row, torch threads)
-        real = eng.model.forward
-        eng.model.forward = lambda *a, **kw: (seen.append((kw["input_ids"].shape[1],
-                                                           torch.get_num_threads())), real(*a, **kw))[1]
+        prefills: list[int] = []                          # torch threads of each call
+        decodes: list[int] = []
+        forward, decode = eng.model.forward, eng.decode
+        eng.model.forward = lambda *a, **kw: (prefills.append(torch.get_num_threads()),
+                                              forward(*a, **kw))[1]
+        eng.decode = lambda *a: (decodes.append(torch.get_num_threads()), decode(*a))[1]
         prompt = _prompts(eng.tokenizer)[0]
         for seed in (1, 2):                                # a second call prefills after decoding
             eng.generate([prompt] * 2, SamplingParams(max_new_tokens=6, seed=seed))
-        prefills = [threads for n, threads in seen if n > 1]
-        decodes = [threads for n, threads in seen if n == 1]
+        assert eng.lean is not None               # decode steps run the lean step, not forward
         assert prefills == [2, 2] and decodes and set(decodes) == {1}
     finally:
         torch.set_num_threads(before)

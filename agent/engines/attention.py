@@ -50,25 +50,41 @@ def grouped_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.T
                                       scaling=scaling, **kwargs)
     b, heads, _, dim = query.shape
     kv_heads, length = key.shape[1], key.shape[2]
-    group = heads // kv_heads
     scale = scaling if scaling is not None else dim ** -0.5
     keys, values = whole_buffers(key, value) or (key, value)           # (B, H_kv, C, D), C >= L
     width = keys.shape[2]
-    q = query.reshape(b * kv_heads, group, dim)                         # (N, g, D)
-    scores = torch.bmm(q, keys.reshape(b * kv_heads, width, dim).transpose(1, 2))  # (N, g, C)
-    scores = scores.float().mul_(scale).view(b, kv_heads, group, width)
     keep = None if attention_mask is None else attention_mask[:, :, -1:, :]   # (B, 1, 1, L)
-    if keep is not None and keep.dtype != torch.bool:
-        scores[..., :length] += keep.float()
-        keep = None
-    if keep is not None or width > length:
-        attend = torch.zeros(b, 1, 1, width, dtype=torch.bool, device=scores.device)
-        attend[..., :length] = True if keep is None else keep
-        scores = scores.masked_fill_(~attend, float("-inf"))
-    probs = torch.softmax(scores, dim=-1).to(values.dtype)              # (B, H_kv, g, C)
-    out = torch.bmm(probs.view(b * kv_heads, group, width),
-                    values.reshape(b * kv_heads, width, dim))           # (N, g, D)
+    bias = None
+    if keep is not None or width > length:                              # (B, 1, 1, C) fp32
+        bias = torch.full((b, 1, 1, width), float("-inf"), device=query.device)
+        if keep is None:
+            bias[..., :length] = 0.0
+        elif keep.dtype == torch.bool:
+            bias[..., :length].masked_fill_(keep, 0.0)
+        else:
+            bias[..., :length] = keep.float()
+    out = grouped_decode(query.reshape(b, kv_heads, heads // kv_heads, dim), keys, values, scale,
+                         bias)                                          # (B, H_kv, g, D)
     return out.view(b, heads, 1, dim).transpose(1, 2), None              # (B, 1, H, D)
+
+
+def grouped_decode(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float,
+                   bias: torch.Tensor | None) -> torch.Tensor:
+    """softmax(q k^T * scale + bias) v for one query token per row: query (B, H_kv, g, D), the
+    g query heads of each KV head; keys and values (B, H_kv, C, D), contiguous; bias (B, 1, 1, C)
+    fp32, added to the scores (0 where a column is attended, -inf elsewhere), or None. The
+    scores are computed in the cache's dtype, scaled and softmaxed in fp32, and the probabilities
+    cast back for the product with V. Returns (B, H_kv, g, D)."""
+    b, kv_heads, group, dim = query.shape
+    width, n = keys.shape[2], b * kv_heads
+    scores = torch.bmm(query.reshape(n, group, dim),
+                       keys.reshape(n, width, dim).transpose(1, 2))    # (N, g, C)
+    scores = scores.float().mul_(scale).view(b, kv_heads, group, width)
+    if bias is not None:
+        scores = scores.add_(bias)
+    probs = torch.softmax(scores, dim=-1).to(values.dtype)              # (B, H_kv, g, C)
+    out = torch.bmm(probs.view(n, group, width), values.reshape(n, width, dim))   # (N, g, D)
+    return out.view(b, kv_heads, group, dim)
 
 
 def whole_buffers(key: torch.Tensor, value: torch.Tensor

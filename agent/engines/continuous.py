@@ -171,10 +171,7 @@ class Scheduler:
         done = torch.tensor([r.done for r in batch.rows], device=eng.device)
         token = torch.where(done, torch.full_like(token, eng.pad_id), token)    # (b,)
         mask = torch.cat([batch.mask, torch.ones_like(batch.mask[:, :1])], dim=1)  # (b, W+1)
-        out = eng.model(input_ids=token[:, None], attention_mask=mask,
-                        position_ids=mask.sum(-1, keepdim=True) - 1,
-                        past_key_values=batch.cache, use_cache=True)
-        batch.mask, batch.logits = mask, out.logits[:, -1, :]
+        batch.mask, batch.logits = mask, eng.decode(token, mask, batch.cache)
         width = mask.shape[1]
         running = batch.running
         spans.record("decode", time.perf_counter() - t0, tokens=len(running), logits=len(running),

@@ -17,8 +17,10 @@ position's logits are computed in a prefill, and the KV cache grows in place whi
 (transformers' DynamicCache would copy all of it at every token). New weights (`load_weights`)
 empty the cache. Prefills and decode steps record their work (`swe_rlvr.spans`: time, tokens,
 attended keys). On a CPU the linear layers' weights are packed once per load into oneDNN's
-layout (`engine.packed_weights`, `agent.engines.packed`). With `engine.process` the engine runs in a
-child process of its own (`agent.engines.process`).
+layout (`engine.packed_weights`, `agent.engines.packed`), and a decode step runs as straight tensor
+code over the model's weights instead of transformers' modules (`engine.decode_forward`,
+`agent.engines.lean`). With `engine.process` the engine runs in a child process of its own
+(`agent.engines.process`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 
 import torch
 
-from agent.engines import attention, packed
+from agent.engines import attention, lean, packed
 from agent.engines.base import UNFILTERED, Sample, SamplingParams, eos_ids
 from agent.engines.continuous import Request, Scheduler
 from agent.engines.kvcache import PrefixCache, RowKV, growing_cache, row_view
@@ -120,6 +122,7 @@ class HFEngine:
             self.model = model.to(self.device).eval()
             if packed.wanted(self.cfg.packed_weights, self.device):
                 packed.pack_linears(self.model, max(1, self.cfg.max_batch))
+            self.lean = lean_decoder(self.cfg, self.model, self.device)
         self.eos_ids = eos_ids(model.generation_config, self.tokenizer)
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else (self.eos_ids[0] if self.eos_ids else 0)
@@ -134,6 +137,16 @@ class HFEngine:
                          past_key_values=growing_cache(self.model.config), use_cache=True,
                          logits_to_keep=1)
         return out.past_key_values, mask, out.logits[:, -1, :]
+
+    def decode(self, token: torch.Tensor, mask: torch.Tensor, cache) -> torch.Tensor:
+        """Feed `token` (B,) to the batch whose mask with the new column is `mask` (B, W + 1) and
+        whose growing KV cache is `cache`; the next logits (B, V)."""
+        if self.lean is not None:
+            return self.lean.step(token, mask, cache)
+        out = self.model(input_ids=token[:, None], attention_mask=mask,
+                         position_ids=mask.sum(-1, keepdim=True) - 1,
+                         past_key_values=cache, use_cache=True)
+        return out.logits[:, -1, :]
 
     def prefill_rows(self, prompts: list[list[int]]) -> tuple[list[RowKV], torch.Tensor, list[int]]:
         """Each prompt's KV cache and its last position's logits: rows with a cached prefix run
@@ -174,6 +187,21 @@ def require_model(cfg: Any) -> None:
     if not cfg.model:
         raise ValueError("engine.model is empty; point it at an HF model directory, "
                          "e.g. one built by `swe-rlvr model tiny runs/tiny`.")
+
+
+def lean_decoder(cfg: Any, model: torch.nn.Module, device: torch.device) -> lean.LeanDecoder | None:
+    """`engine.decode_forward` -> the `LeanDecoder` of `model`, or None for transformers'
+    forward. auto takes it where the decode attention is the grouped kernel (what it computes)
+    and the model is one it covers; lean refuses anything else, naming why."""
+    grouped = attention.implementation(cfg.decode_attention, device) == attention.ATTENTION
+    reason = ("engine.decode_attention is not grouped" if not grouped
+              else lean.unsupported(model))
+    if cfg.decode_forward == "hf" or (cfg.decode_forward == "auto" and reason is not None):
+        return None
+    if reason is not None:
+        raise ValueError(f"engine.decode_forward=lean cannot run this model: {reason}; "
+                         f"set engine.decode_forward to auto or hf.")
+    return lean.LeanDecoder(model)
 
 
 def _left_pad(prompts: list[list[int]], pad_id: int, device: torch.device):

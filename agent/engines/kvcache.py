@@ -135,16 +135,30 @@ class GrowingLayer(DynamicLayer):
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
             self._used, self._kbuf, self._vbuf = 0, None, None
-        end = self._used + key_states.shape[-2]
+        n = key_states.shape[-2]
+        self._grow(self._used + n, key_states, value_states)
+        self._kbuf[:, :, self._used:self._used + n] = key_states          # (B, H_kv, n, D)
+        self._vbuf[:, :, self._used:self._used + n] = value_states
+        self.advance(n)
+        return self.keys, self.values
+
+    def reserve(self, n: int) -> None:
+        """Room in the buffers for `n` more columns, which the caller writes itself
+        (`agent.engines.lean`), then `advance`s over."""
+        self._grow(self._used + n, self._kbuf, self._vbuf)
+
+    def advance(self, n: int) -> None:
+        """The buffers' next `n` columns are written: the cache now covers them."""
+        self._used += n
+        self.keys, self.values = self._kbuf[:, :, :self._used], self._vbuf[:, :, :self._used]
+
+    def _grow(self, end: int, keys: torch.Tensor, values: torch.Tensor) -> None:
+        """Buffers of at least `end` columns (capacity doubling), shaped and typed as `keys` and
+        `values`."""
         if self._kbuf is None or end > self._kbuf.shape[-2]:
             capacity = end + 64 if self._kbuf is None else max(2 * end, end + 64)
-            self._kbuf, self._vbuf = (_regrow(buf, new, self._used, capacity) for buf, new in
-                                      ((self._kbuf, key_states), (self._vbuf, value_states)))
-        self._kbuf[:, :, self._used:end] = key_states                 # (B, H_kv, n, D)
-        self._vbuf[:, :, self._used:end] = value_states
-        self._used = end
-        self.keys, self.values = self._kbuf[:, :, :end], self._vbuf[:, :, :end]
-        return self.keys, self.values
+            self._kbuf = _regrow(self._kbuf, keys, self._used, capacity)
+            self._vbuf = _regrow(self._vbuf, values, self._used, capacity)
 
     def adopt(self, kbuf: torch.Tensor, vbuf: torch.Tensor, used: int) -> None:
         """Take `kbuf`/`vbuf` (B, H_kv, capacity, D), whose first `used` columns hold the cache."""
