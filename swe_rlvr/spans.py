@@ -14,7 +14,8 @@ trainer), `model_load` (both).
 of this process seen while it ran (sampled every `SAMPLE_S` by one daemon thread, plus at its start
 and end), with that of the child processes it `watch`es (a model in a process of its own) added.
 Overlapping windows each see the whole process: the figure is the process's peak while the block
-ran, not the block's own allocation.
+ran, not the block's own allocation. `cpu_seconds()` is the CPU time this process (with its watched
+children) and the children it reaped have used, for a window's difference.
 """
 
 from __future__ import annotations
@@ -127,6 +128,28 @@ def windowed_rss_mb() -> float:
     with _lock:
         pids = list(_watched)
     return rss_mb() + sum(rss_mb(pid) for pid in pids)
+
+
+def cpu_seconds() -> tuple[float, float]:
+    """User + system CPU seconds so far: (this process and the children it `watch`es, the child
+    processes it has reaped: sandbox commands run by the local backend, grading's test runs). A
+    watched child still running is read from /proc (0 once it is gone)."""
+    import resource
+    own, reaped = (resource.getrusage(who) for who in (resource.RUSAGE_SELF,
+                                                       resource.RUSAGE_CHILDREN))
+    with _lock:
+        pids = list(_watched)
+    return (own.ru_utime + own.ru_stime + sum(_proc_cpu_s(pid) for pid in pids),
+            reaped.ru_utime + reaped.ru_stime)
+
+
+def _proc_cpu_s(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()     # after the command's name
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")   # utime, stime
 
 
 def peak_rss_mb() -> float:

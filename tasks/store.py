@@ -209,16 +209,17 @@ def stage(iter_dir: str, name: str, input_key: str) -> Iterator[Stage]:
     st = Stage(iter_dir, name, input_key)
     running = join(iter_dir, "_stages", f"{name}.running")
     write_json(running, {"input_key": input_key, "started_at": time.time()})
-    start, before = time.perf_counter(), spans.totals()
+    start, before, cpu_before = time.perf_counter(), spans.totals(), spans.cpu_seconds()
     try:
         with spans.rss_window() as rss:
             yield st
             memory.release()
         wall = time.perf_counter() - start
         work = {k: dataclasses.asdict(v) for k, v in spans.delta(before, spans.totals()).items()}
+        cpu, children = (b - a for a, b in zip(cpu_before, spans.cpu_seconds()))
         manifest = {"stage": name, "input_key": input_key, "outputs": st.outputs, "wall_s": wall,
-                    "peak_rss_mb": rss.peak_mb, "spans": work, "finished_at": time.time(),
-                    **st.info}
+                    "peak_rss_mb": rss.peak_mb, "cpu_s": cpu, "children_cpu_s": children,
+                    "spans": work, "finished_at": time.time(), **st.info}
         write_json(st.manifest_url, manifest)
         announce(manifest)
     finally:

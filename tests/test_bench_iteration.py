@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from bench.iteration import covered_s, necessary, span_bytes, span_rows, stage_rows, work
+from bench.accounting import (
+    cores,
+    covered_s,
+    cpu_columns,
+    necessary,
+    span_bytes,
+    span_rows,
+    stage_rows,
+    work,
+)
 from swe_rlvr.compute import Shape
 from swe_rlvr.memory import ModelDims
 
@@ -123,3 +132,14 @@ def test_a_policy_that_is_not_a_checkpoint_is_refused_and_nothing_is_written_the
     with pytest.raises(SystemExit, match=r"--policy .*: no model checkpoint there \(no config"):
         main(["--policy", str(missing)])
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_stage_s_cpu_columns_say_how_busy_the_cores_were():
+    """4 s of this process and 6 s of its commands over a 5 s stage: 10 CPU seconds of the
+    cores' 5 x cores; a manifest from before the CPU was recorded prints dashes."""
+    recorded = {"rollouts": {**MANIFESTS["rollouts"], "cpu_s": 4.0, "children_cpu_s": 6.0}}
+    row = stage_rows(recorded, SHAPE, RATE)[0]
+    assert (row["cpu_s"], row["cmd_cpu_s"]) == (4.0, 6.0)
+    busy = 10.0 / (5.0 * cores())
+    assert cpu_columns(row).split() == ["4.0", "6.0", f"{busy:.0%}"]
+    assert cpu_columns(stage_rows(MANIFESTS, SHAPE, RATE)[0]).split() == ["-", "-", "-"]

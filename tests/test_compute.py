@@ -95,6 +95,46 @@ def test_rss_window_sees_a_peak_that_is_gone_by_its_end():
     assert spans.peak_rss_mb() >= w.peak_mb - 1
 
 
+BURN = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass"
+"""A child's body: 0.4 s of CPU."""
+
+
+def test_cpu_seconds_count_this_process_its_watched_children_and_the_ones_it_reaped():
+    import subprocess
+    import sys
+    own, reaped = spans.cpu_seconds()
+    subprocess.run([sys.executable, "-c", BURN], check=True)               # reaped: counted
+    start = time.process_time()
+    while time.process_time() - start < 0.3:                                # this process
+        pass
+    after_own, after_reaped = spans.cpu_seconds()
+    assert after_reaped - reaped >= 0.35
+    assert 0.28 <= after_own - own < 0.35 + 0.3                  # not the child's (and some slack)
+    child = subprocess.Popen([sys.executable, "-c", BURN + "\ntime.sleep(60)"])
+    try:                                                  # a model's process: running, watched
+        spans.watch(child.pid)
+        time.sleep(1.5)
+        watched_own, _ = spans.cpu_seconds()
+        assert watched_own - after_own >= 0.35
+    finally:
+        spans.unwatch(child.pid)
+        child.kill()
+        child.wait()
+
+
+def test_a_stage_manifest_records_the_cpu_it_and_its_commands_used(tmp_path):
+    import subprocess
+    import sys
+
+    from tasks import store
+    with store.stage(str(tmp_path), "probe", "key") as st:
+        subprocess.run([sys.executable, "-c", BURN], check=True)
+        st.output("main", str(tmp_path / "out"), "0")
+    (tmp_path / "out").write_text("")
+    manifest = store.Stage(str(tmp_path), "probe", "key").manifest()
+    assert manifest["children_cpu_s"] >= 0.35 and manifest["cpu_s"] >= 0.0
+
+
 def test_hf_engine_records_what_it_ran(tiny_model_dir):
     from agent.engines import SamplingParams, make_engine
     from swe_rlvr.config import EngineConfig
