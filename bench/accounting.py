@@ -52,9 +52,10 @@ def stage_rows(manifests: dict, shape, rate: float, own_rate=None, read_s=None) 
     decode, the `hf` engine's batch assembly, the update's passes): the episodes' own time
     (opening sandboxes, their commands, parsing and prompting) and grading, while the model ran
     nothing, so wall/roof <= 2 needs outside_s <= roof_s. For a stage beside another it counts
-    both stages' spans, so it is 0 or too small. `cpu_s` and `cmd_cpu_s` are the CPU seconds this
-    process and the children it reaped (sandbox commands, test runs) used meanwhile (None in a
-    manifest from before they were recorded)."""
+    both stages' spans, so it is 0 or too small. `cpu_s` is the CPU seconds this process (with
+    an engine's child process) used meanwhile, `others_cpu_s` the rest of the machine's (the
+    sandboxes' commands, test runs, Prefect's server, and any other load), both None in a manifest
+    from before they were recorded."""
     rows = []
     ordered = sorted(manifests.items(), key=lambda kv: kv[1]["finished_at"])
     for name, m in ordered:
@@ -63,7 +64,7 @@ def stage_rows(manifests: dict, shape, rate: float, own_rate=None, read_s=None) 
         model_s = sum(t.seconds for t in spans_.values())
         rows.append({"stage": name, "wall_s": m["wall_s"], "peak_rss_mb": m.get("peak_rss_mb", 0.0),
                      "beside": beside, "outside_s": max(0.0, m["wall_s"] - model_s),
-                     "cpu_s": m.get("cpu_s"), "cmd_cpu_s": m.get("children_cpu_s"),
+                     "cpu_s": m.get("cpu_s"), "others_cpu_s": others_cpu_s(m),
                      **necessary(spans_, shape, rate, own_rate, read_s)})
     return rows
 
@@ -124,14 +125,23 @@ def span_rows(sums: dict, shape, rate: float, exec_s: float, read_bytes=None,
     return rows
 
 
+def others_cpu_s(manifest: dict) -> float | None:
+    """The machine's busy CPU seconds during a stage that were not its process's (None: not
+    recorded)."""
+    if manifest.get("cpu_s") is None or manifest.get("machine_cpu_s") is None:
+        return None
+    return max(0.0, manifest["machine_cpu_s"] - manifest["cpu_s"])
+
+
 def cores() -> int:
-    """The cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    """The machine's cores (what /proc/stat's busy time is shared among)."""
+    return os.cpu_count() or 1
 
 
 def cpu_columns(row: dict) -> str:
-    """A stage row's cpu_s, cmd_cpu_s and busy (their sum over the cores' time), or dashes."""
-    if row.get("cpu_s") is None or row.get("cmd_cpu_s") is None:
+    """A stage row's cpu_s, others_cpu_s and busy (their sum over the cores' time), or dashes."""
+    if row.get("cpu_s") is None or row.get("others_cpu_s") is None:
         return f"{'-':>7} {'-':>9} {'-':>5}"
-    busy = (row["cpu_s"] + row["cmd_cpu_s"]) / (cores() * row["wall_s"]) if row["wall_s"] else 0.0
-    return f"{row['cpu_s']:7.1f} {row['cmd_cpu_s']:9.1f} {busy:5.0%}"
+    used = row["cpu_s"] + row["others_cpu_s"]
+    busy = used / (cores() * row["wall_s"]) if row["wall_s"] else 0.0
+    return f"{row['cpu_s']:7.1f} {row['others_cpu_s']:9.1f} {busy:5.0%}"

@@ -191,13 +191,13 @@ def print_tables(stages: list[dict], spans_: list[dict], flows: dict, total: dic
     print("min_s: the work at fp32's rate; own_s: each span at the rate of the precision it ran "
           "in; roof_s: each span at the larger of own_s and the time to read its weights and KV cache; "
           "outside_s: the stage's wall time outside every model span (the episodes' sandboxes and "
-          "prompts, grading), so wall/roof <= 2 needs outside_s <= roof_s; cpu_s and cmd_cpu_s: "
-          "CPU seconds of this process and of the children it reaped (sandbox commands, test runs); "
-          f"busy: both over the {cores()} cores' time. The commands alone need cmd_cpu_s / cores "
-          "of wall, so wall/roof >= cmd_cpu_s / (cores x roof_s) whatever the engine does")
+          "prompts, grading), so wall/roof <= 2 needs outside_s <= roof_s; cpu_s: CPU seconds of "
+          "this process (the model, the episodes' Python); others_s: the rest of the machine's "
+          f"(the sandboxes' commands, Prefect's server); busy: both over the {cores()} cores' time. "
+          "What others_s takes, the model cannot have: wall >= (cpu_s + others_s) / cores")
     print(f"\n{'stage':18} {'wall_s':>8} {'rss_GB':>7} {'tokens':>8} {'GFLOP':>8} {'min_s':>7} "
           f"{'wall/min':>8} {'own_s':>7} {'wall/own':>8} {'roof_s':>7} {'wall/roof':>9} "
-          f"{'outside_s':>9} {'cpu_s':>7} {'cmd_cpu_s':>9} {'busy':>5}")
+          f"{'outside_s':>9} {'cpu_s':>7} {'others_s':>9} {'busy':>5}")
     for r in stages:
         ratios = [f"{r['wall_s'] / r[k]:8.1f}" if r[k] else f"{'-':>8}"
                   for k in ("min_s", "min_own_s", "roof_s")]

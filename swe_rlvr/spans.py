@@ -15,7 +15,7 @@ of this process seen while it ran (sampled every `SAMPLE_S` by one daemon thread
 and end), with that of the child processes it `watch`es (a model in a process of its own) added.
 Overlapping windows each see the whole process: the figure is the process's peak while the block
 ran, not the block's own allocation. `cpu_seconds()` is the CPU time this process (with its watched
-children) and the children it reaped have used, for a window's difference.
+children) and the whole machine have used, for a window's difference.
 """
 
 from __future__ import annotations
@@ -131,16 +131,27 @@ def windowed_rss_mb() -> float:
 
 
 def cpu_seconds() -> tuple[float, float]:
-    """User + system CPU seconds so far: (this process and the children it `watch`es, the child
-    processes it has reaped: sandbox commands run by the local backend, grading's test runs). A
-    watched child still running is read from /proc (0 once it is gone)."""
+    """CPU seconds so far: (this process's, with the children it `watch`es, user + system; the
+    whole machine's busy time, every process's, from /proc/stat). A stage's sandbox commands show
+    in the second only: they run under bubblewrap, whose children's time never reaches this
+    process's own accounting of reaped children. Where /proc is missing, the machine's is 0."""
     import resource
-    own, reaped = (resource.getrusage(who) for who in (resource.RUSAGE_SELF,
-                                                       resource.RUSAGE_CHILDREN))
+    own = resource.getrusage(resource.RUSAGE_SELF)
     with _lock:
         pids = list(_watched)
-    return (own.ru_utime + own.ru_stime + sum(_proc_cpu_s(pid) for pid in pids),
-            reaped.ru_utime + reaped.ru_stime)
+    return own.ru_utime + own.ru_stime + sum(_proc_cpu_s(pid) for pid in pids), _machine_cpu_s()
+
+
+def _machine_cpu_s() -> float:
+    """The machine's busy CPU seconds since boot: user, nice, system, irq and softirq time summed
+    over every CPU (/proc/stat's first line; idle, iowait and the hypervisor's steal left out)."""
+    try:
+        with open("/proc/stat") as fh:
+            fields = fh.readline().split()
+    except OSError:
+        return 0.0
+    user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in fields[1:8])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 def _proc_cpu_s(pid: int) -> float:

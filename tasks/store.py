@@ -216,9 +216,9 @@ def stage(iter_dir: str, name: str, input_key: str) -> Iterator[Stage]:
             memory.release()
         wall = time.perf_counter() - start
         work = {k: dataclasses.asdict(v) for k, v in spans.delta(before, spans.totals()).items()}
-        cpu, children = (b - a for a, b in zip(cpu_before, spans.cpu_seconds()))
+        cpu, machine = (b - a for a, b in zip(cpu_before, spans.cpu_seconds()))
         manifest = {"stage": name, "input_key": input_key, "outputs": st.outputs, "wall_s": wall,
-                    "peak_rss_mb": rss.peak_mb, "cpu_s": cpu, "children_cpu_s": children,
+                    "peak_rss_mb": rss.peak_mb, "cpu_s": cpu, "machine_cpu_s": machine,
                     "spans": work, "finished_at": time.time(), **st.info}
         write_json(st.manifest_url, manifest)
         announce(manifest)

@@ -135,11 +135,12 @@ def test_a_policy_that_is_not_a_checkpoint_is_refused_and_nothing_is_written_the
 
 
 def test_a_stage_s_cpu_columns_say_how_busy_the_cores_were():
-    """4 s of this process and 6 s of its commands over a 5 s stage: 10 CPU seconds of the
-    cores' 5 x cores; a manifest from before the CPU was recorded prints dashes."""
-    recorded = {"rollouts": {**MANIFESTS["rollouts"], "cpu_s": 4.0, "children_cpu_s": 6.0}}
+    """A 5 s stage whose process used 4 CPU seconds while the machine used 10: the rest of the
+    machine used 6 of the cores' 5 x cores; a manifest from before the CPU was recorded prints
+    dashes."""
+    recorded = {"rollouts": {**MANIFESTS["rollouts"], "cpu_s": 4.0, "machine_cpu_s": 10.0}}
     row = stage_rows(recorded, SHAPE, RATE)[0]
-    assert (row["cpu_s"], row["cmd_cpu_s"]) == (4.0, 6.0)
+    assert (row["cpu_s"], row["others_cpu_s"]) == (4.0, 6.0)
     busy = 10.0 / (5.0 * cores())
     assert cpu_columns(row).split() == ["4.0", "6.0", f"{busy:.0%}"]
     assert cpu_columns(stage_rows(MANIFESTS, SHAPE, RATE)[0]).split() == ["-", "-", "-"]
