@@ -34,7 +34,9 @@ def test_both_forwards_are_timed_over_caches_of_their_own_and_compared(tiny_mode
     assert out.index("-- hf forward") < out.index("-- lean forward") < out.index("lean/hf")
     steps = [float(x) for x in re.findall(r"^step\s+([\d.]+) ms  \(median of 4;", out, re.M)]
     ratio = float(re.search(r"^lean/hf\s+([\d.]+)", out, re.M).group(1))
-    assert len(steps) == 2 and ratio == pytest.approx(steps[1] / steps[0], abs=0.02)
+    assert len(steps) == 2
+    hf, lean = steps                       # printed to 0.1 ms: each within 0.05 of what was divided
+    assert (lean - 0.05) / (hf + 0.05) - 0.005 <= ratio <= (lean + 0.05) / (hf - 0.05) + 0.005
     rows, cached = map(int, re.search(r"(\d+) rows over (\d+) cached tokens", out).groups())
     assert (rows, cached) == (2, 20 + 2 + 2 * 2)     # two interleaved rounds of 2 steps each
 
