@@ -53,19 +53,29 @@ def grouped_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.T
     scale = scaling if scaling is not None else dim ** -0.5
     keys, values = whole_buffers(key, value) or (key, value)           # (B, H_kv, C, D), C >= L
     width = keys.shape[2]
-    keep = None if attention_mask is None else attention_mask[:, :, -1:, :]   # (B, 1, 1, L)
-    bias = None
-    if keep is not None or width > length:                              # (B, 1, 1, C) fp32
-        bias = torch.full((b, 1, 1, width), float("-inf"), device=query.device)
-        if keep is None:
-            bias[..., :length] = 0.0
-        elif keep.dtype == torch.bool:
-            bias[..., :length].masked_fill_(keep, 0.0)
-        else:
-            bias[..., :length] = keep.float()
+    keep = None if attention_mask is None else attention_mask[:, 0, -1, :]     # (B, L)
+    bias = column_bias(keep, b, length, width, query.device)           # (B, 1, 1, C) or None
     out = grouped_decode(query.reshape(b, kv_heads, heads // kv_heads, dim), keys, values, scale,
                          bias)                                          # (B, H_kv, g, D)
     return out.view(b, heads, 1, dim).transpose(1, 2), None              # (B, 1, H, D)
+
+
+def column_bias(keep: torch.Tensor | None, rows: int, length: int, width: int,
+                device: torch.device) -> torch.Tensor | None:
+    """What a decode step adds to its scores over a cache buffer of `width` columns whose first
+    `length` hold keys: (rows, 1, 1, width) fp32, from `keep` (rows, length) on those columns
+    (bool: 0 where True, -inf elsewhere; float: itself, an additive mask; None: 0) and -inf on the
+    spare ones. None when there is nothing to add (no mask, no spare column)."""
+    if keep is None and width == length:
+        return None
+    bias = torch.full((rows, width), float("-inf"), device=device)
+    if keep is None:
+        bias[:, :length] = 0.0
+    elif keep.dtype == torch.bool:
+        bias[:, :length].masked_fill_(keep, 0.0)
+    else:
+        bias[:, :length] = keep.float()
+    return bias[:, None, None, :]
 
 
 def grouped_decode(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float,

@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 import torch
 
-from agent.engines.attention import grouped_decode
+from agent.engines.attention import column_bias, grouped_decode
 from agent.engines.kvcache import compactable
 from agent.engines.packed import PackedLinear
 
@@ -138,9 +138,7 @@ class LeanDecoder:
         b, group = token.shape[0], self.heads // self.kv_heads
         x = torch.nn.functional.embedding(token, self.embed)                  # (B, d)
         cos, sin = self.rotary(mask.sum(-1) - 1, x.dtype)                      # (B, 1, D) each
-        bias = torch.full((b, capacity), float("-inf"), device=x.device)       # (B, C) fp32
-        bias[:, :column + 1].masked_fill_(mask.bool(), 0.0)
-        bias = bias[:, None, None, :]                                         # (B, 1, 1, C)
+        bias = column_bias(mask.bool(), b, column + 1, capacity, x.device)     # (B, 1, 1, C)
         half = self.head_dim // 2
         for weights, layer in zip(self.layers, cache.layers):
             h = weights.norm_in(x)
