@@ -223,7 +223,7 @@ def report(walls: list[float], split: dict[str, float], args, weights: int, buff
           f"{rate(buffers, split['attention']):5.1f} GB/s ({attended / 1e6:.0f} MB attended)")
     print(f"other ops    {split['other']:7.1f} ms  ({split['calls']:.0f} op calls a step in all)")
     print(f"python/rest  {rest:7.1f} ms")
-    print(f"roofline     {roof:7.1f} ms  ({(weights + attended) / 1e6:.0f} MB at "
+    print(f"roofline     {roof:7.2f} ms  ({(weights + attended) / 1e6:.0f} MB at "
           f"{bandwidth / 1e9:.1f} GB/s): wall/roof {wall / roof:.1f}")
     if args.beside:
         print(f"beside       {split['crowded']:7.1f} ms  with {args.beside} Python thread(s) busy "
