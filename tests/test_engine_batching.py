@@ -4,6 +4,7 @@ sample from their own generators; an idle or dropped engine holds nothing."""
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import pytest
 
@@ -58,11 +59,12 @@ def test_a_request_samples_the_same_alone_or_among_others(tiny):
         assert alone.token_ids == together[i].token_ids
 
 
-def test_more_prompts_than_max_batch_are_admitted_as_rows_leave(tiny):
+@pytest.mark.parametrize("overlap", [True, False])
+def test_more_prompts_than_max_batch_are_admitted_as_rows_leave(tiny, overlap):
     """max_batch 2, five prompts: never more than two rows decode at once, and every prompt is
-    answered in its place."""
+    answered in its place, whether prefills run beside the decode steps or between them."""
     eng = make_engine(EngineConfig(name="hf", model=str(tiny), torch_threads=1, max_batch=2,
-                                   prefix_cache_gb=0))
+                                   prefix_cache_gb=0, overlap_prefill=overlap))
     widths = []
     real_step = eng.scheduler._step
     eng.scheduler._step = lambda engine, batch: (widths.append(len(batch.running)),
@@ -74,6 +76,89 @@ def test_more_prompts_than_max_batch_are_admitted_as_rows_leave(tiny):
     alone = [eng.generate([p], SamplingParams(max_new_tokens=6, seed=3 + i))[0]
              for i, p in enumerate(prompts)]
     assert [s.token_ids for s in samples] == [s.token_ids for s in alone]
+
+
+def test_a_joining_prefill_runs_while_the_batch_keeps_decoding(tiny, monkeypatch):
+    """`engine.overlap_prefill`: the second call's prefill runs on the prefill thread and does not
+    finish until the first call's rows have taken 3 more decode steps, which they could not if
+    the prefill ran between the steps (the call would then time out). Both calls' log-probs are
+    still a fresh forward's."""
+    import threading
+
+    import agent.engines.continuous as continuous
+    eng = make_engine(EngineConfig(name="hf", model=str(tiny), torch_threads=1, max_batch=8,
+                                   prefix_cache_gb=1.0, overlap_prefill=True))
+    prompts = _prompts(eng.tokenizer)
+    steps, started = [], threading.Event()
+    real_step, real_prefill = eng.scheduler._step, continuous.prefill
+
+    def step(engine, batch):
+        steps.append(threading.current_thread().name)
+        started.set()
+        return real_step(engine, batch)
+
+    def prefill(engine, requests):
+        threads = {"prefill": threading.current_thread().name}
+        if requests[0].prompt == prompts[2]:
+            seen = len(steps)
+            deadline = time.monotonic() + 30
+            while len(steps) < seen + 3 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            threads["steps_beside"] = len(steps) - seen
+        calls.append(threads)
+        return real_prefill(engine, requests)
+
+    calls: list = []
+    eng.scheduler._step = step
+    monkeypatch.setattr(continuous, "prefill", prefill)
+    call, first = _in_background(lambda: eng.generate(prompts[:2], SamplingParams(
+        max_new_tokens=300, seed=1)))
+    assert started.wait(30)
+    second = eng.generate([prompts[2]], SamplingParams(max_new_tokens=3, seed=2))
+    call.join()
+    assert {c["prefill"] for c in calls} == {"hf-prefill"} and set(steps) == {"hf-engine"}
+    assert calls[-1]["steps_beside"] >= 3
+    for prompt, sample in zip(prompts, first["result"] + second):
+        expected = _recompute_logprobs(tiny, prompt, sample.token_ids, 1.0)
+        assert torch.allclose(torch.tensor(sample.logprobs), expected, atol=LOGPROB_ATOL)
+
+
+def test_a_failed_prefill_fails_its_own_call_and_the_batch_goes_on(tiny, monkeypatch):
+    """A prefill that raises on the prefill thread answers its requests with the error; the rows
+    already decoding finish, and the engine serves the next call."""
+    import threading
+
+    import agent.engines.continuous as continuous
+    eng = make_engine(EngineConfig(name="hf", model=str(tiny), torch_threads=1, max_batch=8,
+                                   prefix_cache_gb=0, overlap_prefill=True))
+    prompts = _prompts(eng.tokenizer)
+    real_prefill, started = continuous.prefill, threading.Event()
+
+    def prefill(engine, requests):
+        if requests[0].prompt == prompts[2]:
+            raise RuntimeError("prefill broke")
+        return real_prefill(engine, requests)
+
+    real_step = eng.scheduler._step
+    eng.scheduler._step = lambda engine, batch: (started.set(), real_step(engine, batch))[1]
+    monkeypatch.setattr(continuous, "prefill", prefill)
+    call, first = _in_background(lambda: eng.generate(prompts[:1], SamplingParams(
+        max_new_tokens=100, seed=1)))
+    assert started.wait(30)
+    with pytest.raises(RuntimeError, match="prefill broke"):
+        eng.generate([prompts[2]], SamplingParams(max_new_tokens=3, seed=2))
+    call.join()
+    assert first["result"][0].token_ids
+    assert eng.generate([prompts[1]], SamplingParams(max_new_tokens=3, seed=3))[0].token_ids
+
+
+def _in_background(call):
+    """Start `call` on a thread of its own: (the thread, a dict that gets its "result")."""
+    import threading
+    out: dict = {}
+    thread = threading.Thread(target=lambda: out.setdefault("result", call()))
+    thread.start()
+    return thread, out
 
 
 def test_an_idle_engine_holds_no_thread(engine):

@@ -9,6 +9,14 @@ them into the batch. Then it samples one token for every row and feeds the runni
 A row that stops (a stop id or `max_new_tokens`) resolves its request at once, and its KV cache
 goes to the prefix cache for the episode's next turn.
 
+With `engine.overlap_prefill` (the default) the prefills run on a second thread (`Beside`): the
+decode loop hands it the admitted requests and keeps stepping the running rows, and joins each
+prefill's rows at the first step after it finishes. Without it, every running row waits for each
+joining turn's prefill (a continuation of 100-300 tokens over a cached context of about 1,200 took
+0.2-0.5 s on two cores, 5-10 decode steps). While both run, each takes one torch thread, so the two
+cores work on both; alone, each takes its configured threads (`engine.torch_threads`,
+`engine.decode_threads`).
+
 A static batch held every row until its longest one finished, and a turn that became ready
 meanwhile waited for all of it. On a CPU a decode step of a small model costs about the same for
 2 rows as for 16 (it reads all the weights either way), so rows per step are the throughput.
@@ -22,10 +30,13 @@ work and exits when there is none, so an idle engine holds no thread and no batc
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import queue
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from concurrent.futures import Future
 from typing import Any
 
@@ -89,52 +100,108 @@ class Scheduler:
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
+        self._prefill_lock = threading.Lock()
         self._cond = threading.Condition()
         self._waiting: deque[Request] = deque()
         self._thread: threading.Thread | None = None
 
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """No model call runs while the block does (`HFEngine.load_weights` swaps the model)."""
+        with self.lock, self._prefill_lock:
+            yield
+
     def submit(self, engine, requests: list[Request]) -> None:
         with self._cond:
             self._waiting.extend(requests)
+            self._cond.notify_all()
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, args=(engine,), name="hf-engine",
                                                 daemon=True)
                 self._thread.start()
 
-    def _admissions(self, engine, batch: Batch) -> list[Request] | None:
-        """The waiting requests that fit beside the batch's running rows; None: no work at all
-        (the thread then ends)."""
-        room = max(1, engine.cfg.max_batch) - len(batch.running)
+    def _admissions(self, engine, batch: Batch, side: Beside | None) -> list[Request] | None:
+        """The waiting requests that fit beside the batch's running rows and those being
+        prefilled beside; None: no work at all (the thread then ends)."""
+        pending = side.pending if side is not None else 0
+        room = max(1, engine.cfg.max_batch) - len(batch.running) - pending
         with self._cond:
-            if not self._waiting and not batch.running:
-                self._thread = None
+            if not self._waiting and not batch.running and not pending:
                 return None
-            return [self._waiting.popleft() for _ in range(min(room, len(self._waiting)))]
+            return [self._waiting.popleft() for _ in range(min(max(room, 0), len(self._waiting)))]
 
     def _run(self, engine) -> None:
-        batch = Batch()
-        with torch.inference_mode():
-            while (new := self._admissions(engine, batch)) is not None:
-                try:
-                    with self.lock:
-                        if new:
-                            _use_threads(engine.threads)
-                            batch = self._admit(engine, batch, new)
-                        _use_threads(engine.decode_threads)
-                        batch = self._step(engine, batch)
-                except Exception as exc:  # the model failed: fail this batch's requests, go on
-                    for request in batch.rows + new:
-                        if not request.future.done():
-                            request.future.set_exception(exc)
-                    batch = Batch()
+        """Serve until there is no work, then end (a request that came meanwhile is served)."""
+        while True:
+            self._serve(engine)
+            with self._cond:
+                if not self._waiting:
+                    self._thread = None
+                    return
 
-    def _admit(self, eng, batch: Batch, new: list[Request]) -> Batch:
-        """Prefill `new` and rebuild the batch from its running rows and them (stopped rows drop)."""
-        prompts = [r.prompt for r in new]
-        with spans.span("prefill") as work:
-            rows, logits, cached = eng.prefill_rows(prompts)
-            work.tokens, work.keys = prefill_work([len(p) for p in prompts], cached)
-            work.logits = sum(c < len(p) for p, c in zip(prompts, cached))
+    def _serve(self, engine) -> None:
+        batch = Batch()
+        side = Beside(engine, self._cond, self._prefill_lock) if engine.cfg.overlap_prefill else None
+        try:
+            with torch.inference_mode():
+                while (new := self._admissions(engine, batch, side)) is not None:
+                    if side is None:
+                        batch = self._round(engine, batch, new)
+                    else:
+                        batch = self._round_beside(engine, batch, new, side)
+        finally:
+            if side is not None:
+                side.close()
+
+    def _round(self, engine, batch: Batch, new: list[Request]) -> Batch:
+        """Prefill `new` (if any), join it to the batch, step the batch once."""
+        try:
+            with self.lock:
+                if new:
+                    _use_threads(engine.threads)
+                    batch = self._join(engine, batch, new, prefill(engine, new))
+                _use_threads(engine.decode_threads)
+                return self._step(engine, batch)
+        except Exception as exc:  # the model failed: fail this batch's requests, go on
+            _fail(batch.rows + new, exc)
+            return Batch()
+
+    def _round_beside(self, engine, batch: Batch, new: list[Request], side: Beside) -> Batch:
+        """Hand `new` to the prefill thread; join what it has finished (waiting for it when no
+        row runs); step the batch once, on one thread while a prefill runs beside."""
+        side.decoding = bool(batch.running)
+        if new:
+            side.submit(new)
+        room = max(1, engine.cfg.max_batch)
+        with self._cond:
+            if not batch.running:   # nothing to decode: wait for a prefill, or a request with room
+                self._cond.wait_for(lambda: side.ready or (self._waiting and side.pending < room))
+            done = side.take()
+        requests = [r for job, _ in done for r in job]
+        try:
+            with self.lock:
+                for job, result in done:
+                    if isinstance(result, Exception):
+                        _fail(job, result)
+                ok = [(job, result) for job, result in done if not isinstance(result, Exception)]
+                if ok:
+                    _use_threads(1 if side.busy else engine.threads)
+                    batch = self._join(engine, batch, [r for job, _ in ok for r in job],
+                                       _concat([result for _, result in ok]))
+                side.decoding = bool(batch.running)
+                if not batch.running:
+                    return batch
+                _use_threads(1 if side.busy else engine.decode_threads)
+                return self._step(engine, batch)
+        except Exception as exc:  # the model failed: fail this batch's requests, go on
+            _fail(batch.rows + requests, exc)
+            side.decoding = False
+            return Batch()
+
+    def _join(self, eng, batch: Batch, new: list[Request], prefilled: Prefilled) -> Batch:
+        """Rebuild the batch from its running rows and the prefilled `new` ones (stopped rows
+        drop)."""
+        rows, logits = prefilled
         with spans.span("batch"):   # the running rows' caches and the new ones copied into one
             keep = batch.running
             old = [row_view(batch.layers(), i, batch.pads[i], batch.width) for i in keep]
@@ -177,6 +244,90 @@ class Scheduler:
         spans.record("decode", time.perf_counter() - t0, tokens=len(running), logits=len(running),
                      keys=sum(width - batch.pads[i] for i in running))
         return batch
+
+
+Prefilled = tuple[list, torch.Tensor]
+"""What a prefill hands the batch: each request's KV cache (`RowKV` views) and its next-token
+logits (n, V)."""
+
+
+def prefill(eng, requests: list[Request]) -> Prefilled:
+    """Run `requests`' prompts through the model (`HFEngine.prefill_rows`), recording the work."""
+    prompts = [r.prompt for r in requests]
+    with spans.span("prefill") as work:
+        rows, logits, cached = eng.prefill_rows(prompts)
+        work.tokens, work.keys = prefill_work([len(p) for p in prompts], cached)
+        work.logits = sum(c < len(p) for p, c in zip(prompts, cached))
+    return rows, logits
+
+
+def _concat(parts: list[Prefilled]) -> Prefilled:
+    if len(parts) == 1:
+        return parts[0]
+    return [row for rows, _ in parts for row in rows], torch.cat([logits for _, logits in parts])
+
+
+def _fail(requests: list[Request], exc: Exception) -> None:
+    for request in requests:
+        if not request.future.done():
+            request.future.set_exception(exc)
+
+
+class Beside:
+    """Prefills on a thread of their own, beside the decode steps (`engine.overlap_prefill`).
+
+    Without it, a turn that joins stops every running row for its prefill. With it, the decode
+    loop hands the new requests here and keeps stepping; it joins each finished prefill at its next
+    step. Each round's admissions are a prefill of their own, run in the order they came, so a
+    group's equal first turns run once only when they are admitted in one round. (Merging what
+    queued into one prefill, handing back each row as it ended, measured slower.) While both
+    run, each takes one torch thread, so the two cores work on both; alone, each takes its
+    configured threads. `pending` (requests handed over and not yet taken back) counts against
+    `engine.max_batch`. The scheduler's condition `cond` guards `ready` and wakes the decode loop
+    when a prefill finishes; `lock` is held while a prefill runs the model."""
+
+    def __init__(self, engine, cond: threading.Condition, lock: threading.Lock) -> None:
+        self._cond, self._lock = cond, lock
+        self._jobs: queue.SimpleQueue[list[Request] | None] = queue.SimpleQueue()
+        self.ready: list[tuple[list[Request], Prefilled | Exception]] = []
+        self.pending = 0
+        self.busy = False
+        """A prefill is running (the decode loop then steps on one thread)."""
+        self.decoding = False
+        """The decode loop has rows to step (a prefill then starts on one thread)."""
+        self._thread = threading.Thread(target=self._run, args=(engine,), name="hf-prefill",
+                                        daemon=True)
+        self._thread.start()
+
+    def submit(self, requests: list[Request]) -> None:
+        with self._cond:
+            self.pending += len(requests)
+        self._jobs.put(requests)
+
+    def take(self) -> list[tuple[list[Request], Prefilled | Exception]]:
+        """The finished prefills (call with `cond` held)."""
+        done, self.ready = self.ready, []
+        self.pending -= sum(len(job) for job, _ in done)
+        return done
+
+    def close(self) -> None:
+        self._jobs.put(None)
+        self._thread.join()
+
+    def _run(self, engine) -> None:
+        with torch.inference_mode():
+            while (job := self._jobs.get()) is not None:
+                self.busy = True
+                try:
+                    with self._lock:
+                        _use_threads(1 if self.decoding else engine.threads)
+                        result: Prefilled | Exception = prefill(engine, job)
+                except Exception as exc:  # the model failed: the decode loop fails this job
+                    result = exc
+                with self._cond:
+                    self.busy = False
+                    self.ready.append((job, result))
+                    self._cond.notify_all()
 
 
 def _use_threads(n: int) -> None:

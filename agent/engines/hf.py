@@ -96,7 +96,7 @@ class HFEngine:
 
     def load_weights(self, checkpoint_dir: str) -> None:
         """Reload the policy from an HF checkpoint directory and bump `policy_version`."""
-        with self.scheduler.lock:
+        with self.scheduler.paused():
             self._load(checkpoint_dir)
         self.policy_version += 1
         log.info("hf engine: policy version %d from %s", self.policy_version, checkpoint_dir)
