@@ -46,6 +46,9 @@ DecodeAttention = Literal["auto", "grouped", "sdpa"]
 """The hf engine's attention for decode steps (`agent.engines.attention.implementation`)."""
 DecodeForward = Literal["auto", "hf", "lean"]
 """The hf engine's decode-step forward: transformers' modules or `agent.engines.lean`."""
+OverlapPrefill = Literal["auto", "beside", "inline"]
+"""Where the hf engine prefills joining turns: on a thread beside the decode steps, or between
+them (`agent.engines.continuous`)."""
 PackedWeights = Literal["auto", "packed", "plain"]
 """The hf engine's linear weights: in oneDNN's blocked layout or as loaded (`agent.engines.packed`)."""
 

@@ -20,6 +20,7 @@ from swe_rlvr.config_choices import (
     GuidanceTrigger,
     InstanceFormat,
     Isolation,
+    OverlapPrefill,
     PackedWeights,
     SandboxBackend,
     Scaffold,
@@ -205,10 +206,12 @@ class EngineConfig:
     """hf engine: torch CPU threads for decode steps, where prefills keep `torch_threads` (0: the
     same as prefills). A decode step's thousands of small ops stall two threads whenever anything
     else runs on a core; a prefill's matmuls use them."""
-    overlap_prefill: bool = True
-    """hf engine: prefill joining turns on a thread of their own while the running rows keep
-    decoding (`agent.engines.continuous.Beside`), one torch thread each while both run; false:
-    every running row waits for each prefill, as one thread runs both."""
+    overlap_prefill: OverlapPrefill = "auto"
+    """hf engine: beside: prefill joining turns on a thread of their own while the running rows
+    keep decoding (`agent.engines.continuous.Beside`), one torch thread each while both run (on
+    a 2-core CPU a sampled token cost 0.78-0.84x as much, `docs/benchmarks.md`); inline: every
+    running row waits for each prefill; auto: beside on CPU, inline on a GPU (where it is not
+    measured)."""
     process: bool = False
     """hf engine: run the model in a child process of its own (`agent.engines.process`), so the
     episodes' threads do not take the GIL from its decode loop between its thousands of op calls

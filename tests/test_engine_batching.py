@@ -59,7 +59,7 @@ def test_a_request_samples_the_same_alone_or_among_others(tiny):
         assert alone.token_ids == together[i].token_ids
 
 
-@pytest.mark.parametrize("overlap", [True, False])
+@pytest.mark.parametrize("overlap", ["beside", "inline"])
 def test_more_prompts_than_max_batch_are_admitted_as_rows_leave(tiny, overlap):
     """max_batch 2, five prompts: never more than two rows decode at once, and every prompt is
     answered in its place, whether prefills run beside the decode steps or between them."""
@@ -87,7 +87,7 @@ def test_a_joining_prefill_runs_while_the_batch_keeps_decoding(tiny, monkeypatch
 
     import agent.engines.continuous as continuous
     eng = make_engine(EngineConfig(name="hf", model=str(tiny), torch_threads=1, max_batch=8,
-                                   prefix_cache_gb=1.0, overlap_prefill=True))
+                                   prefix_cache_gb=1.0, overlap_prefill="beside"))
     prompts = _prompts(eng.tokenizer)
     steps, started = [], threading.Event()
     real_step, real_prefill = eng.scheduler._step, continuous.prefill
@@ -130,7 +130,7 @@ def test_a_failed_prefill_fails_its_own_call_and_the_batch_goes_on(tiny, monkeyp
 
     import agent.engines.continuous as continuous
     eng = make_engine(EngineConfig(name="hf", model=str(tiny), torch_threads=1, max_batch=8,
-                                   prefix_cache_gb=0, overlap_prefill=True))
+                                   prefix_cache_gb=0, overlap_prefill="beside"))
     prompts = _prompts(eng.tokenizer)
     real_prefill, started = continuous.prefill, threading.Event()
 
@@ -150,6 +150,13 @@ def test_a_failed_prefill_fails_its_own_call_and_the_batch_goes_on(tiny, monkeyp
     call.join()
     assert first["result"][0].token_ids
     assert eng.generate([prompts[1]], SamplingParams(max_new_tokens=3, seed=3))[0].token_ids
+
+
+def test_prefills_run_beside_the_decode_steps_on_a_cpu_unless_told_otherwise():
+    from agent.engines.continuous import overlaps
+    cpu, gpu = torch.device("cpu"), torch.device("cuda")
+    assert overlaps("auto", cpu) and not overlaps("auto", gpu)
+    assert overlaps("beside", gpu) and not overlaps("inline", cpu)
 
 
 def _in_background(call):

@@ -9,9 +9,9 @@ them into the batch. Then it samples one token for every row and feeds the runni
 A row that stops (a stop id or `max_new_tokens`) resolves its request at once, and its KV cache
 goes to the prefix cache for the episode's next turn.
 
-With `engine.overlap_prefill` (the default) the prefills run on a second thread (`Beside`): the
-decode loop hands it the admitted requests and keeps stepping the running rows, and joins each
-prefill's rows at the first step after it finishes. Without it, every running row waits for each
+With `engine.overlap_prefill` (by default on a CPU) the prefills run on a second thread
+(`Beside`): the decode loop hands it the admitted requests and keeps stepping the running rows,
+and joins each prefill's rows at the first step after it finishes. Without it, every running row waits for each
 joining turn's prefill (a continuation of 100-300 tokens over a cached context of about 1,200 took
 0.2-0.5 s on two cores, 5-10 decode steps). While both run, each takes one torch thread, so the two
 cores work on both; alone, each takes its configured threads (`engine.torch_threads`,
@@ -141,7 +141,7 @@ class Scheduler:
 
     def _serve(self, engine) -> None:
         batch = Batch()
-        side = Beside(engine, self._cond, self._prefill_lock) if engine.cfg.overlap_prefill else None
+        side = Beside(engine, self._cond, self._prefill_lock) if engine.overlap else None
         try:
             with torch.inference_mode():
                 while (new := self._admissions(engine, batch, side)) is not None:
@@ -328,6 +328,12 @@ class Beside:
                     self.busy = False
                     self.ready.append((job, result))
                     self._cond.notify_all()
+
+
+def overlaps(choice: str, device: torch.device) -> bool:
+    """`engine.overlap_prefill` -> whether prefills run beside the decode steps (`Beside`): auto
+    takes it on a CPU, where it was measured."""
+    return choice == "beside" or (choice == "auto" and device.type == "cpu")
 
 
 def _use_threads(n: int) -> None:

@@ -34,7 +34,7 @@ import torch
 
 from agent.engines import attention, lean, packed
 from agent.engines.base import UNFILTERED, Sample, SamplingParams, eos_ids
-from agent.engines.continuous import Request, Scheduler
+from agent.engines.continuous import Request, Scheduler, overlaps
 from agent.engines.kvcache import PrefixCache, RowKV, growing_cache, row_view
 from swe_rlvr import spans
 from swe_rlvr.precision import engine_dtype, pick_device, warn_if_emulated
@@ -61,6 +61,8 @@ class HFEngine:
         self.cfg = cfg
         self.device = pick_device(cfg.device, "engine.device")
         self.dtype = engine_dtype(cfg.dtype, self.device)
+        self.overlap = overlaps(cfg.overlap_prefill, self.device)
+        """Prefills run beside the decode steps (`engine.overlap_prefill`)."""
         if cfg.dtype == "bfloat16":
             warn_if_emulated("engine.dtype=bfloat16", self.device)
         self.tokenizer = AutoTokenizer.from_pretrained(cfg.model)
