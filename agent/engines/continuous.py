@@ -11,11 +11,11 @@ goes to the prefix cache for the episode's next turn.
 
 With `engine.overlap_prefill` (by default on a CPU) the prefills run on a second thread
 (`Beside`): the decode loop hands it the admitted requests and keeps stepping the running rows,
-and joins each prefill's rows at the first step after it finishes. Without it, every running row waits for each
-joining turn's prefill (a continuation of 100-300 tokens over a cached context of about 1,200 took
-0.2-0.5 s on two cores, 5-10 decode steps). While both run, each takes one torch thread, so the two
-cores work on both; alone, each takes its configured threads (`engine.torch_threads`,
-`engine.decode_threads`).
+and joins each prefill's rows at the first step after it finishes. Without it, every running row
+waits for each joining turn's prefill (a continuation of 100-300 tokens over a cached context of
+about 1,200 took 0.2-0.5 s on two cores, 5-10 decode steps). While both run, each takes one torch
+thread, so the two cores work on both; alone, each takes its configured threads
+(`engine.torch_threads`, `engine.decode_threads`).
 
 A static batch held every row until its longest one finished, and a turn that became ready
 meanwhile waited for all of it. On a CPU a decode step of a small model costs about the same for
