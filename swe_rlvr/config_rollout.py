@@ -209,7 +209,7 @@ class EngineConfig:
     overlap_prefill: OverlapPrefill = "auto"
     """hf engine: beside: prefill joining turns on a thread of their own while the running rows
     keep decoding (`agent.engines.continuous.Beside`), one torch thread each while both run (on
-    a 2-core CPU a sampled token cost 0.78-0.84x as much, `docs/benchmarks.md`); inline: every
+    a 2-core CPU a sampled token cost 0.78-0.88x as much, `docs/benchmarks.md`); inline: every
     running row waits for each prefill; auto: beside on CPU, inline on a GPU (where it is not
     measured)."""
     process: bool = False
