@@ -123,11 +123,11 @@ class Scheduler:
     def _admissions(self, engine, batch: Batch, side: Beside | None) -> list[Request] | None:
         """The waiting requests that fit beside the batch's running rows and those being
         prefilled beside; None: no work at all (the thread then ends)."""
-        pending = side.pending if side is not None else 0
-        room = max(1, engine.cfg.max_batch) - len(batch.running) - pending
         with self._cond:
+            pending = side.pending if side is not None else 0
             if not self._waiting and not batch.running and not pending:
                 return None
+            room = _capacity(engine) - len(batch.running) - pending
             return [self._waiting.popleft() for _ in range(min(max(room, 0), len(self._waiting)))]
 
     def _run(self, engine) -> None:
@@ -172,30 +172,24 @@ class Scheduler:
         side.decoding = bool(batch.running)
         if new:
             side.submit(new)
-        room = max(1, engine.cfg.max_batch)
+        room = _capacity(engine)
         with self._cond:
             if not batch.running:   # nothing to decode: wait for a prefill, or a request with room
                 self._cond.wait_for(lambda: side.ready or (self._waiting and side.pending < room))
             done = side.take()
-        requests = [r for job, _ in done for r in job]
+        joining = [r for job, _ in done for r in job]
         try:
             with self.lock:
-                for job, result in done:
-                    if isinstance(result, Exception):
-                        _fail(job, result)
-                ok = [(job, result) for job, result in done if not isinstance(result, Exception)]
-                if ok:
+                if done:
                     _use_threads(1 if side.busy else engine.threads)
-                    batch = self._join(engine, batch, [r for job, _ in ok for r in job],
-                                       _concat([result for _, result in ok]))
+                    batch = self._join(engine, batch, joining, _concat([p for _, p in done]))
                 side.decoding = bool(batch.running)
                 if not batch.running:
                     return batch
                 _use_threads(1 if side.busy else engine.decode_threads)
                 return self._step(engine, batch)
         except Exception as exc:  # the model failed: fail this batch's requests, go on
-            _fail(batch.rows + requests, exc)
-            side.decoding = False
+            _fail(batch.rows + joining, exc)
             return Batch()
 
     def _join(self, eng, batch: Batch, new: list[Request], prefilled: Prefilled) -> Batch:
@@ -282,14 +276,15 @@ class Beside:
     group's equal first turns run once only when they are admitted in one round. (Merging what
     queued into one prefill, handing back each row as it ended, measured slower.) While both
     run, each takes one torch thread, so the two cores work on both; alone, each takes its
-    configured threads. `pending` (requests handed over and not yet taken back) counts against
-    `engine.max_batch`. The scheduler's condition `cond` guards `ready` and wakes the decode loop
-    when a prefill finishes; `lock` is held while a prefill runs the model."""
+    configured threads. `pending` (requests handed over and not yet taken back or failed) counts
+    against `engine.max_batch`. A prefill that raises fails its own requests here. The scheduler's
+    condition `cond` guards `ready` and `pending` and wakes the decode loop when a prefill ends;
+    `lock` is held while a prefill runs the model."""
 
     def __init__(self, engine, cond: threading.Condition, lock: threading.Lock) -> None:
         self._cond, self._lock = cond, lock
         self._jobs: queue.SimpleQueue[list[Request] | None] = queue.SimpleQueue()
-        self.ready: list[tuple[list[Request], Prefilled | Exception]] = []
+        self.ready: list[tuple[list[Request], Prefilled]] = []
         self.pending = 0
         self.busy = False
         """A prefill is running (the decode loop then steps on one thread)."""
@@ -304,7 +299,7 @@ class Beside:
             self.pending += len(requests)
         self._jobs.put(requests)
 
-    def take(self) -> list[tuple[list[Request], Prefilled | Exception]]:
+    def take(self) -> list[tuple[list[Request], Prefilled]]:
         """The finished prefills (call with `cond` held)."""
         done, self.ready = self.ready, []
         self.pending -= sum(len(job) for job, _ in done)
@@ -318,16 +313,25 @@ class Beside:
         with torch.inference_mode():
             while (job := self._jobs.get()) is not None:
                 self.busy = True
+                result: Prefilled | None = None
                 try:
                     with self._lock:
                         _use_threads(1 if self.decoding else engine.threads)
-                        result: Prefilled | Exception = prefill(engine, job)
-                except Exception as exc:  # the model failed: the decode loop fails this job
-                    result = exc
+                        result = prefill(engine, job)
+                except Exception as exc:  # the model failed: fail this job's requests
+                    _fail(job, exc)
                 with self._cond:
                     self.busy = False
-                    self.ready.append((job, result))
+                    if result is None:
+                        self.pending -= len(job)
+                    else:
+                        self.ready.append((job, result))
                     self._cond.notify_all()
+
+
+def _capacity(engine) -> int:
+    """Most rows decoding or being prefilled at once (`engine.max_batch`)."""
+    return max(1, engine.cfg.max_batch)
 
 
 def overlaps(choice: str, device: torch.device) -> bool:
