@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import shutil
 import tempfile
+from pathlib import Path
 
 import pytest
+
+import durations
 
 # Prefect's ephemeral API keeps its SQLite database under PREFECT_HOME. The tests get their own,
 # set before any test module imports prefect, so they never read, lock or fill ~/.prefect (a
@@ -22,17 +26,28 @@ atexit.register(shutil.rmtree, _PREFECT_HOME, ignore_errors=True)
 # numbers and fp32 equivalences do not depend on the machine kind (swe_rlvr.precision).
 os.environ["SWE_RLVR_NO_CPU_BF16"] = "1"
 
-LONGEST_FIRST = ("test_real_swebench.py", "test_flows.py", "test_guidance_flow.py",
-                 "test_team_stack.py")
-"""Test files whose scopes take minutes each (cold environments, whole training flows, an image
-build): collected first, so that pytest-xdist's loadscope starts them first and the workers end
-together instead of one finishing a long scope alone. Only the order changes: a stale list costs
-minutes, never a result."""
+SCOPE_SECONDS = durations.load()
+"""Seconds each test scope took when last recorded (tests/durations.py: longest scopes first)."""
+_spent: dict[str, float] = {}
 
 
 def pytest_collection_modifyitems(config, items):
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable for the rest
+    items.sort(key=lambda item: durations.order_key(item.nodeid, SCOPE_SECONDS))  # stable
+
+
+def pytest_runtest_logreport(report):
+    """Seconds per scope (setup, call and teardown), summed where the reports arrive: in the
+    xdist controller for the whole run, when SWE_RLVR_TEST_DURATIONS names a record to write."""
+    if os.environ.get(durations.ENV):
+        scope = durations.scope_of(report.nodeid)
+        _spent[scope] = _spent.get(scope, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session):
+    path = os.environ.get(durations.ENV)
+    if path and _spent and not hasattr(session.config, "workerinput"):   # the controller only
+        record = Path(path)
+        record.write_text(json.dumps(durations.merged(durations.load(record), _spent), indent=1) + "\n")
 
 
 @pytest.fixture(scope="session")
