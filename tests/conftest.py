@@ -27,12 +27,13 @@ atexit.register(shutil.rmtree, _PREFECT_HOME, ignore_errors=True)
 os.environ["SWE_RLVR_NO_CPU_BF16"] = "1"
 
 SCOPE_SECONDS = durations.load()
-"""Seconds each test scope took when last recorded (tests/durations.py: longest scopes first)."""
+"""Seconds each test scope took when last recorded, per stage (tests/durations.py: longest first)."""
 _spent: dict[str, float] = {}
 
 
 def pytest_collection_modifyitems(config, items):
-    items.sort(key=lambda item: durations.order_key(item.nodeid, SCOPE_SECONDS))  # stable
+    seconds = SCOPE_SECONDS.get(config.option.markexpr, {})             # this stage's table
+    items.sort(key=lambda item: durations.order_key(item.nodeid, seconds))  # stable
 
 
 def pytest_runtest_logreport(report):
@@ -47,7 +48,8 @@ def pytest_sessionfinish(session):
     path = os.environ.get(durations.ENV)
     if path and _spent and not hasattr(session.config, "workerinput"):   # the controller only
         record = Path(path)
-        record.write_text(json.dumps(durations.merged(durations.load(record), _spent), indent=1) + "\n")
+        tables = durations.merged(durations.load(record), session.config.option.markexpr, _spent)
+        record.write_text(json.dumps(tables, indent=1) + "\n")
 
 
 @pytest.fixture(scope="session")

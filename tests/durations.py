@@ -7,7 +7,7 @@ the workers end apart: a 7-minute module that starts last runs alone for 7 minut
 out the longest scopes first (longest-processing-time-first, within 4/3 of the best order) keeps
 that tail short. xdist's own reordering (by the number of tests in a scope) knows nothing of
 their length, so the suite turns it off (`--no-loadscope-reorder`) and sorts the collection
-itself, by the seconds each scope took when they were last recorded here:
+itself, by the seconds each scope took in that stage when they were last recorded here:
 
     SWE_RLVR_TEST_DURATIONS=tests/durations.json make test     # refresh the record
 
@@ -36,12 +36,18 @@ def order_key(nodeid: str, seconds: Mapping[str, float]) -> float:
     return -seconds.get(scope_of(nodeid), math.inf)
 
 
-def load(path: Path = RECORD) -> dict[str, float]:
-    """The recorded seconds per scope; empty when there is no record."""
+def load(path: Path = RECORD) -> dict[str, dict[str, float]]:
+    """The recorded seconds per scope, one table per stage (its `-m` expression: a module with
+    unit and e2e tests is one scope in each stage, of different lengths); empty without a record."""
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def merged(old: Mapping[str, float], new: Mapping[str, float]) -> dict[str, float]:
-    """The record after a run: the run's scopes at their new seconds, every other kept (the run
-    was one tier of several), sorted by scope and rounded to a tenth of a second."""
-    return {scope: round(s, 1) for scope, s in sorted({**old, **new}.items())}
+def merged(old: Mapping[str, Mapping[str, float]], stage: str,
+           new: Mapping[str, float]) -> dict[str, dict[str, float]]:
+    """The record after a run of `stage`: its scopes at their new seconds, every other kept (the
+    run may have been a part of the stage, or one stage of several), sorted and rounded to a
+    tenth of a second."""
+    tables = {name: dict(table) for name, table in old.items()}
+    tables[stage] = {**tables.get(stage, {}), **new}
+    return {name: {scope: round(s, 1) for scope, s in sorted(table.items())}
+            for name, table in sorted(tables.items())}

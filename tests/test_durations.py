@@ -26,10 +26,12 @@ def test_longest_recorded_scope_first_and_an_unrecorded_one_before_all():
                        "tests/a.py::t1", "tests/a.py::t2"]
 
 
-def test_a_run_overwrites_its_scopes_and_keeps_the_other_tiers():
-    old = {"tests/unit.py": 3.0, "tests/e2e.py": 100.0}
-    assert durations.merged(old, {"tests/e2e.py": 250.04, "tests/new.py": 1.26}) == {
-        "tests/e2e.py": 250.0, "tests/new.py": 1.3, "tests/unit.py": 3.0}
+def test_a_run_overwrites_its_stages_scopes_and_keeps_the_rest():
+    old = {"unit": {"tests/a.py": 3.0, "tests/b.py": 7.0}, "e2e": {"tests/a.py": 100.0}}
+    assert durations.merged(old, "e2e", {"tests/a.py": 250.04, "tests/new.py": 1.26}) == {
+        "e2e": {"tests/a.py": 250.0, "tests/new.py": 1.3},
+        "unit": {"tests/a.py": 3.0, "tests/b.py": 7.0}}       # the same module, another stage
+    assert durations.merged({}, "unit", {"tests/b.py": 2.0}) == {"unit": {"tests/b.py": 2.0}}
 
 
 def test_an_xdist_run_records_every_scope_and_the_next_one_runs_the_longest_first(tmp_path):
@@ -42,7 +44,7 @@ def test_an_xdist_run_records_every_scope_and_the_next_one_runs_the_longest_firs
     for name in ("conftest.py", "durations.py"):
         (suite / name).write_text((here / name).read_text())
     log = tmp_path / "order.log"
-    for name, seconds in (("test_short.py", 0.0), ("test_long.py", 0.6), ("test_mid.py", 0.3)):
+    for name, seconds in (("test_a_short.py", 0.0), ("test_b_mid.py", 0.3), ("test_c_long.py", 0.6)):
         (suite / name).write_text(textwrap.dedent(f"""
             import time
             def test_one():
@@ -53,13 +55,16 @@ def test_an_xdist_run_records_every_scope_and_the_next_one_runs_the_longest_firs
     record = tmp_path / "durations.json"
     env = {**os.environ, durations.ENV: str(record)}
     run = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "1",
-           "--dist", "loadscope", "--no-loadscope-reorder", "-m", "", "-o", "addopts=", str(suite)]
+           "--dist", "loadscope", "--no-loadscope-reorder", "-m", "not slow", "-o", "addopts=",
+           "-o", "markers=slow", str(suite)]
     subprocess.run(run, cwd=tmp_path, env=env, check=True, capture_output=True)
-    seconds = json.loads(record.read_text())
-    assert set(seconds) == {"tests/test_long.py", "tests/test_mid.py", "tests/test_short.py"}
-    assert seconds["tests/test_long.py"] >= 0.6 and seconds["tests/test_mid.py"] >= 0.3
+    assert list(json.loads(record.read_text())) == ["not slow"]        # the stage's own table
+    seconds = json.loads(record.read_text())["not slow"]
+    assert set(seconds) == {"tests/test_a_short.py", "tests/test_b_mid.py", "tests/test_c_long.py"}
+    assert seconds["tests/test_c_long.py"] >= 0.6 and seconds["tests/test_b_mid.py"] >= 0.3
     (suite / "durations.json").write_text(record.read_text())   # the record the next run reads
     log.unlink()
     subprocess.run(run, cwd=tmp_path, env={k: v for k, v in env.items() if k != durations.ENV},
                    check=True, capture_output=True)
-    assert log.read_text().split() == ["test_long.py", "test_mid.py", "test_short.py"]
+    # collection order would be a, b, c: the record reverses it
+    assert log.read_text().split() == ["test_c_long.py", "test_b_mid.py", "test_a_short.py"]
