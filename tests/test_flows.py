@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import UTC
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -44,7 +45,30 @@ def overrides(root: Path, model: Path, name: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def trained(prefect_api, tmp_path_factory, tiny_model_dir):
+def since():
+    """When this module's first run started: the worker's Prefect database also holds the runs
+    of every module that ran on the worker before this one."""
+    from datetime import datetime
+    return datetime.now(UTC)
+
+
+def runs_since(client, since) -> tuple[list, list]:
+    """(flow runs, task runs) that started after `since`."""
+    from prefect.client.schemas.filters import (
+        FlowRunFilter,
+        FlowRunFilterStartTime,
+        TaskRunFilter,
+        TaskRunFilterStartTime,
+    )
+    flows = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+        start_time=FlowRunFilterStartTime(after_=since)))
+    tasks = client.read_task_runs(task_run_filter=TaskRunFilter(
+        start_time=TaskRunFilterStartTime(after_=since)))
+    return flows, tasks
+
+
+@pytest.fixture(scope="module")
+def trained(since, prefect_api, tmp_path_factory, tiny_model_dir):
     """One uninterrupted 2-iteration training run; (result, its overrides, seconds)."""
     from flows import train
     root = tmp_path_factory.mktemp("runs")
@@ -134,10 +158,10 @@ def test_flow_run_has_summary_and_table_artifacts(trained):
 
 
 @pytest.mark.e2e
-def test_guided_stages_have_their_own_task_names_and_runs_name_the_iteration(trained):
+def test_guided_stages_have_their_own_task_names_and_runs_name_the_iteration(trained, since):
     from prefect.client.orchestration import get_client
     with get_client(sync_client=True) as client:
-        runs = client.read_task_runs(limit=200)
+        _, runs = runs_since(client, since)
     names = {r.name for r in runs}
     for k in range(ITERATIONS):
         assert {f"rollout-i{k}", f"validate-i{k}", f"rollout-guided-i{k}",
@@ -145,14 +169,13 @@ def test_guided_stages_have_their_own_task_names_and_runs_name_the_iteration(tra
 
 
 @pytest.mark.e2e
-def test_evaluation_of_policy_k_runs_beside_iteration_k_and_its_update_waits_for_it(trained):
+def test_evaluation_of_policy_k_runs_beside_iteration_k_and_its_update_waits_for_it(trained, since):
     """orchestration.eval_beside (on here): policy k's evaluation is part of iteration k's
     flow run, waits on nothing of the iteration (so its rollouts run beside the iteration's, on
     one engine), and the update waits for it (the engine's memory is back before training)."""
     from prefect.client.orchestration import get_client
     with get_client(sync_client=True) as client:
-        flow_runs = client.read_flow_runs(limit=200)
-        task_runs = client.read_task_runs(limit=200)
+        flow_runs, task_runs = runs_since(client, since)
 
     def upstream(run) -> set:
         return {i.id for inputs in run.task_inputs.values() for i in inputs
