@@ -33,7 +33,7 @@ _spent: dict[str, float] = {}
 
 def pytest_collection_modifyitems(config, items):
     seconds = SCOPE_SECONDS.get(config.option.markexpr, {})             # this stage's table
-    items.sort(key=lambda item: durations.order_key(item.nodeid, seconds))  # stable
+    items[:] = [items[i] for i in durations.ordered([item.nodeid for item in items], seconds)]
 
 
 def pytest_runtest_logreport(report):

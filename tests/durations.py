@@ -11,15 +11,17 @@ itself, by the seconds each scope took in that stage when they were last recorde
 
     SWE_RLVR_TEST_DURATIONS=tests/durations.json make test     # refresh the record
 
-A scope missing from the record (a new test file) goes first, where a long one costs least. A
-stale record costs minutes, never a result: only the order changes.
+A scope missing from the record (a new test file) goes first, where a long one costs least; a
+stage with no record keeps xdist's order (most tests first). A stale record costs minutes, never
+a result: only the order changes.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 RECORD = Path(__file__).with_name("durations.json")
@@ -31,9 +33,23 @@ def scope_of(nodeid: str) -> str:
     return nodeid.rsplit("::", 1)[0]
 
 
-def order_key(nodeid: str, seconds: Mapping[str, float]) -> float:
-    """Sort key of a test: minus its scope's recorded seconds; an unrecorded scope sorts first."""
-    return -seconds.get(scope_of(nodeid), math.inf)
+def ordered(nodeids: Sequence[str], seconds: Mapping[str, float]) -> list[int]:
+    """Indices of the tests in the order to run them: scope by scope (a scope's tests stay
+    together and in their order, so a module's fixtures are built once even without xdist), the
+    longest recorded scope first and an unrecorded one before all. A stage with no record keeps
+    xdist's own order: the scopes with the most tests first."""
+    scopes = [scope_of(n) for n in nodeids]
+    first: dict[str, int] = {}
+    for i, scope in enumerate(scopes):
+        first.setdefault(scope, i)
+    tests = Counter(scopes)
+
+    def key(i: int) -> tuple[float, int, int]:
+        scope = scopes[i]
+        primary = -seconds.get(scope, math.inf) if seconds else -tests[scope]
+        return primary, first[scope], i
+
+    return sorted(range(len(nodeids)), key=key)
 
 
 def load(path: Path = RECORD) -> dict[str, dict[str, float]]:

@@ -21,9 +21,17 @@ def test_longest_recorded_scope_first_and_an_unrecorded_one_before_all():
     seconds = {"tests/a.py": 5.0, "tests/b.py": 300.0, "tests/c.py::K": 40.0}
     ids = ["tests/a.py::t1", "tests/b.py::t1", "tests/c.py::K::t", "tests/new.py::t", "tests/a.py::t2",
            "tests/b.py::t2"]
-    ordered = sorted(ids, key=lambda i: durations.order_key(i, seconds))
-    assert ordered == ["tests/new.py::t", "tests/b.py::t1", "tests/b.py::t2", "tests/c.py::K::t",
-                       "tests/a.py::t1", "tests/a.py::t2"]
+    order = [ids[i] for i in durations.ordered(ids, seconds)]
+    assert order == ["tests/new.py::t", "tests/b.py::t1", "tests/b.py::t2", "tests/c.py::K::t",
+                     "tests/a.py::t1", "tests/a.py::t2"]
+
+
+def test_without_a_record_most_tests_first_and_each_scope_stays_together():
+    ids = ["tests/a.py::t1", "tests/b.py::t1", "tests/c.py::t", "tests/a.py::t2", "tests/b.py::t2",
+           "tests/b.py::t3"]
+    order = [ids[i] for i in durations.ordered(ids, {})]
+    assert order == ["tests/b.py::t1", "tests/b.py::t2", "tests/b.py::t3", "tests/a.py::t1",
+                     "tests/a.py::t2", "tests/c.py::t"]
 
 
 def test_a_run_overwrites_its_stages_scopes_and_keeps_the_rest():
